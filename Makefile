@@ -1,0 +1,46 @@
+# The map of the project. A user needs two targets: `make reports` and `make test`.
+# Everything else (the environment included) is built on demand.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PARAMS ?= params/default.yaml
+CONFIG := $(basename $(notdir $(PARAMS)))
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help setup reports test data public corpus failure-corpus lab bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv and install the project (editable) with its pinned dependencies
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ (+ HTML, figures, results.json)
+	$(BIN)/dlcluster reports --params $(PARAMS)
+
+test: setup ## unit tests plus a papermill run of every notebook with params/ci.yaml
+	$(BIN)/python -m pytest
+
+data: setup ## download the full Philly trace (sha256-verified), extract to data/raw/philly, ingest to data/philly
+	$(BIN)/dlcluster data
+
+public: setup ## rebuild data/public (Parquet) from the verbatim copies in data/external
+	$(BIN)/dlcluster build-public
+
+lab: setup ## open JupyterLab on the notebooks
+	$(BIN)/jupyter lab notebooks/
+
+bench: setup ## speed and memory benchmarks (numbers in bench/results/)
+	@mkdir -p bench/results
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean: ## remove built reports and caches (keeps .venv and data)
+	rm -rf reports/*/ .pytest_cache .hypothesis bench/results
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

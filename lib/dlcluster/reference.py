@@ -1,0 +1,77 @@
+"""The paper's published numbers, each with its provenance.
+
+They live in ``data/reference/atc19.yaml`` (copied from the project's list of
+what is known of the paper). Notebooks show them *beside* their own results
+through :func:`published_vs_ours`; no analysis reads them as an input.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .paths import data_dir
+
+PROVENANCE_TAGS = {"quoted", "summary", "trace"}
+NOT_PUBLISHED = "not published here"
+
+
+def reference_path() -> Path:
+    return data_dir() / "reference" / "atc19.yaml"
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict:
+    with open(path) as fh:
+        entries = yaml.safe_load(fh)
+    for key, entry in entries.items():
+        for field in ("item", "value", "provenance"):
+            if field not in entry:
+                raise ValueError(f"{path}: entry {key!r} lacks the field {field!r}")
+        if entry["provenance"] not in PROVENANCE_TAGS:
+            raise ValueError(
+                f"{path}: entry {key!r} has provenance {entry['provenance']!r}; "
+                f"expected one of {sorted(PROVENANCE_TAGS)}"
+            )
+    return entries
+
+
+def load_reference(path: str | Path | None = None) -> pd.DataFrame:
+    """All published values as a table: key, section, item, value, unit, provenance, where."""
+    entries = _load(str(path or reference_path()))
+    rows = [{"key": k, "section": e.get("section"), "item": e["item"], "value": e["value"],
+             "unit": e.get("unit", ""), "provenance": e["provenance"], "where": e.get("where", "")}
+            for k, e in entries.items()]
+    return pd.DataFrame(rows)
+
+
+def published(key: str, path: str | Path | None = None) -> dict | None:
+    """One published entry (dict with value, unit, provenance, ...) or None if not listed."""
+    return _load(str(path or reference_path())).get(key)
+
+
+def published_vs_ours(rows: list[dict], path: str | Path | None = None) -> pd.DataFrame:
+    """Render the 'published vs this reproduction' table every notebook shows.
+
+    Each row is ``{"what": label, "ours": value, "key": reference key or None,
+    "data": which data our value comes from}``. Rows without a listed published
+    value say "not published here" rather than leaving a blank.
+    """
+    out = []
+    for row in rows:
+        entry = published(row["key"], path) if row.get("key") else None
+        if entry is None:
+            pub, prov = NOT_PUBLISHED, ""
+        else:
+            unit = entry.get("unit", "")
+            pub = f"{entry['value']} {unit}".strip() if isinstance(entry["value"], (int, float)) else entry["value"]
+            prov = entry["provenance"] + (f" ({entry['where']})" if entry.get("where") else "")
+        ours = row["ours"]
+        if isinstance(ours, float):
+            ours = f"{ours:.4g}"
+        out.append({"what": row["what"], "this reproduction": ours,
+                    "our data": row.get("data", ""), "published": pub, "provenance": prov})
+    return pd.DataFrame(out, columns=["what", "this reproduction", "our data", "published", "provenance"])

@@ -1,0 +1,95 @@
+"""What every notebook writes: figures labelled with their data, and results.json.
+
+A notebook creates one :class:`Report` for its ``output_dir``; figures go to
+``<output_dir>/figures/<name>.png`` with the data source stamped on the figure,
+and :meth:`Report.write` writes ``results.json`` atomically (a flat mapping of
+documented key numbers). An interrupted run therefore never leaves a
+``results.json`` that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    raise TypeError(f"results.json values must be scalars, got {type(value).__name__}: {value!r}")
+
+
+class Report:
+    """Collects a notebook's figures and key numbers."""
+
+    def __init__(self, output_dir: str | Path, notebook: str, params: dict | None = None):
+        self.output_dir = Path(output_dir)
+        self.figures_dir = self.output_dir / "figures"
+        self.figures_dir.mkdir(parents=True, exist_ok=True)
+        self.notebook = notebook
+        self.params = dict(params or {})
+        self.results: dict[str, Any] = {}
+        self.descriptions: dict[str, str] = {}
+        self.figures: list[dict] = []
+
+    def add(self, key: str, value: Any, description: str = "") -> Any:
+        """Record one key number (flat key, e.g. ``queueing.median_s.1gpu``)."""
+        self.results[key] = _jsonable(value)
+        if description:
+            self.descriptions[key] = description
+        return value
+
+    def figure(self, fig, name: str, data: str, dpi: int = 110) -> Path:
+        """Save ``fig`` as PNG with a footnote naming the data it was drawn from."""
+        fig.text(0.005, 0.005, f"Data: {data}", fontsize=7, color="0.35", ha="left", va="bottom")
+        path = self.figures_dir / f"{name}.png"
+        fd, tmp = tempfile.mkstemp(dir=self.figures_dir, prefix=f".{name}.", suffix=".png")
+        os.close(fd)
+        try:
+            fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.figures.append({"name": name, "path": str(path.relative_to(self.output_dir)), "data": data})
+        return path
+
+    def write(self) -> Path:
+        """Write results.json (atomically): results, their descriptions, figures, params."""
+        doc = {
+            "notebook": self.notebook,
+            "params": {k: _jsonable(v) if not isinstance(v, (list, dict)) else v
+                       for k, v in self.params.items()},
+            "results": self.results,
+            "descriptions": self.descriptions,
+            "figures": self.figures,
+        }
+        return atomic_write_text(self.output_dir / "results.json", json.dumps(doc, indent=2, sort_keys=True))

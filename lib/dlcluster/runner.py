@@ -1,0 +1,144 @@
+"""Execute the study's notebooks with papermill: ``dlcluster reports``.
+
+Each ``notebooks/NN-topic.ipynb`` is run with the parameters of a YAML file
+(top-level keys for every notebook, plus a ``notebooks: {stem: {...}}``
+section for one notebook; only parameters a notebook declares are passed).
+Outputs go to ``<out>/<stem>.ipynb`` and ``<out>/<stem>.html``, and the
+notebook itself writes ``<out>/<stem>/results.json`` and figures. A notebook
+is executed into a temporary file that is renamed only on success; a failure
+leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .paths import repo_root
+
+
+class NotebookFailed(RuntimeError):
+    pass
+
+
+def read_params(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(params, dict):
+        raise ValueError(f"{path}: expected a mapping of parameter names to values")
+    return params
+
+
+def notebook_params(params: dict, stem: str, declared: set[str], output_dir: Path) -> dict:
+    """Global keys + the notebook's own section, restricted to what it declares."""
+    merged = {k: v for k, v in params.items() if k != "notebooks"}
+    merged.update((params.get("notebooks") or {}).get(stem, {}) or {})
+    merged["output_dir"] = str(output_dir)
+    return {k: v for k, v in merged.items() if k in declared}
+
+
+def list_notebooks(notebooks_dir: Path, only: list[str] | None = None) -> list[Path]:
+    found = sorted(notebooks_dir.glob("[0-9][0-9]-*.ipynb"))
+    if only:
+        found = [nb for nb in found if any(nb.stem.startswith(o) for o in only)]
+        if not found:
+            raise FileNotFoundError(f"no notebook in {notebooks_dir} matches {only}")
+    return found
+
+
+def _failed_cell(exc: Exception) -> str:
+    cell = getattr(exc, "exec_count", None)
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    where = f"cell [{cell}]" if cell is not None else "a cell"
+    return f"{where}: {ename}: {evalue}"
+
+
+def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "python3",
+                     html: bool = True, progress: bool = True) -> Path:
+    import papermill as pm
+
+    declared = set(pm.inspect_notebook(str(nb)).keys())
+    stem = nb.stem
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{stem}.ipynb"
+    failed = out_dir / f"{stem}.FAILED.ipynb"
+    tmp = out_dir / f".{stem}.running.ipynb"
+    for stale in (target, failed, out_dir / f"{stem}.html", out_dir / stem / "results.json"):
+        stale.unlink(missing_ok=True)
+    given = notebook_params(params, stem, declared, out_dir / stem)
+    try:
+        pm.execute_notebook(str(nb), str(tmp), parameters=given, kernel_name=kernel,
+                            cwd=str(repo_root()), progress_bar=progress, log_output=False)
+    except Exception as exc:  # papermill raises PapermillExecutionError for cell failures
+        if tmp.exists():
+            os.replace(tmp, failed)
+        raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc)} (executed copy: {failed})") from exc
+    os.replace(tmp, target)
+    if html:
+        render_html(target)
+    return target
+
+
+def render_html(executed: Path) -> Path:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    out = executed.with_suffix(".html")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(body)
+    os.replace(tmp, out)
+    return out
+
+
+def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only: list[str] | None = None,
+                html: bool = True) -> list[Path]:
+    params_path = Path(params_path)
+    params = read_params(params_path)
+    out_dir = Path(out_dir) if out_dir else repo_root() / "reports" / params_path.stem
+    notebooks = list_notebooks(repo_root() / "notebooks", only)
+    done = []
+    for nb in notebooks:
+        started = time.time()
+        print(f"[dlcluster] running {nb.name} with {params_path} -> {out_dir}", flush=True)
+        done.append(execute_notebook(nb, out_dir, params, html=html, progress=sys.stderr.isatty()))
+        print(f"[dlcluster] {nb.name} done in {time.time() - started:.1f} s", flush=True)
+    write_index(out_dir, params_path, done)
+    return done
+
+
+def write_index(out_dir: Path, params_path: Path, executed: list[Path]) -> Path:
+    """A one-page entry to the reports: each notebook's key numbers and a link to it."""
+    import html
+    import json
+    import platform
+
+    from . import __version__
+    from .report import atomic_write_text
+
+    sections = []
+    for nb in executed:
+        results_path = nb.parent / nb.stem / "results.json"
+        results = json.loads(results_path.read_text())["results"] if results_path.exists() else {}
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in sorted(results.items()))
+        sections.append(f"<h2><a href='{html.escape(nb.stem)}.html'>{html.escape(nb.stem)}</a></h2>"
+                        f"<table><tr><th>key</th><th>value</th></tr>{rows}</table>")
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>dlcluster reports</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}td,th{padding:2px 8px;"
+        "border-bottom:1px solid #ddd;text-align:left}</style>"
+        f"<h1>Philly study reproduction: reports ({html.escape(params_path.stem)})</h1>"
+        f"<p>Built with <code>make reports PARAMS={html.escape(str(params_path))}</code>; dlcluster "
+        f"{__version__}, Python {platform.python_version()}. Data sources and licences: data/README.md.</p>"
+        + "".join(sections)
+    )
+    return atomic_write_text(out_dir / "index.html", page)

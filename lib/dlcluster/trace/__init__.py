@@ -1,0 +1,124 @@
+"""Load the Philly trace into normalized tables: ``load_trace(source)``.
+
+``source`` is one of
+
+* ``"public"``: the embedded default, real public data derived from the trace
+  (``data/public/``, converted from ``data/external/``);
+* ``"philly"``: the full official trace after ``make data`` (ingested Parquet
+  in ``data/philly/``, or the raw files in ``data/raw/philly/``);
+* a path to a directory in the raw Philly format (e.g. a simulated run written
+  by the simulator, or a slice of the real trace).
+
+Column meanings, time zones and the definitions of queueing delay, run time
+and re-queue delay are documented in :mod:`dlcluster.trace.schema`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import paths
+from .quality import QualityReport, TraceFormatError
+from .schema import (ATTEMPTS_COLUMNS, GPU_UTIL_COLUMNS, HOST_UTIL_COLUMNS, JOBS_COLUMNS,
+                     MACHINES_COLUMNS, PLACEMENTS_COLUMNS, SIZE_BUCKETS, size_bucket)
+
+__all__ = ["Trace", "load_trace", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "size_bucket",
+           "SOURCES"]
+
+# What each source is and which questions it can answer; notebooks print this.
+SOURCES = {
+    "pollux": {
+        "description": "82,247 real Philly jobs: submit time, duration, GPUs, VC (Pollux artifact, petuum/adaptdl c793c708)",
+        "answers": "arrivals, job sizes, run times and GPU time per VC; the workload the simulator replays",
+        "lacks": "job id, user, status, start time, attempts, placement",
+        "label": "real (Pollux-derived Philly jobs)",
+    },
+    "dre": {
+        "description": "5,910 complete real job records with placement and per-minute GPU/CPU/memory samples around the start (weifanjiang/DRE 8168f186)",
+        "answers": "queueing delay, run time, placement locality, status (Pass/Failed), users, utilization just after start",
+        "lacks": "killed jobs, single-GPU jobs, multi-attempt jobs (selected by its authors), utilization beyond 3 minutes",
+        "label": "real (DRE complete job records)",
+    },
+    "philly": {
+        "description": "the full official Philly trace (msr-fiddle/philly-traces, 117,325 jobs)",
+        "answers": "everything in the paper's trace analyses",
+        "lacks": "",
+        "label": "real (full Philly trace)",
+    },
+}
+
+
+@dataclass
+class Trace:
+    """Normalized tables of one trace source (see :mod:`dlcluster.trace.schema`)."""
+
+    name: str
+    jobs: pd.DataFrame
+    attempts: pd.DataFrame
+    placements: pd.DataFrame
+    machines: pd.DataFrame
+    quality: QualityReport
+    gpu_util: pd.DataFrame | None = None
+    host_util: pd.DataFrame | None = None
+    vc_quotas: pd.DataFrame | None = None
+    occupancy: pd.DataFrame | None = None
+    cluster_gpu_util_cdf: pd.DataFrame | None = None
+    location: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+    def describe_source(self, source: str) -> dict:
+        """Description of a value of the ``source`` column (label, what it answers, what it lacks)."""
+        if source in SOURCES:
+            return SOURCES[source]
+        return {"description": f"raw Philly-format files in {self.location}", "answers": "as the files allow",
+                "lacks": "", "label": f"raw-format directory {self.location}"}
+
+    def jobs_of(self, source: str) -> pd.DataFrame:
+        return self.jobs[self.jobs["source"] == source]
+
+    def __repr__(self) -> str:
+        counts = self.jobs["source"].value_counts().to_dict()
+        return f"Trace({self.name!r}, jobs={counts}, machines={len(self.machines)})"
+
+
+def _from_tables(name: str, tables: dict, location: Path | None) -> Trace:
+    return Trace(name=name, jobs=tables["jobs"], attempts=tables["attempts"], placements=tables["placements"],
+                 machines=tables["machines"], quality=tables["quality"], gpu_util=tables.get("gpu_util"),
+                 host_util=tables.get("host_util"), vc_quotas=tables.get("vc_quotas"),
+                 occupancy=tables.get("occupancy"), cluster_gpu_util_cdf=tables.get("cluster_gpu_util_cdf"),
+                 location=location)
+
+
+def default_vc_quotas() -> pd.DataFrame:
+    """The VC sizes of the public data (Helios), used as quotas for any source that lacks them."""
+    from .public import read_vc_quotas
+    return read_vc_quotas(paths.external_dir() / "philly" / "vc_nodes.csv", QualityReport())
+
+
+def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:
+    """Load a trace source into normalized tables (see the module docstring)."""
+    if isinstance(source, str) and source == "public":
+        from .public import load_public
+        return _from_tables("public", load_public(paths.public_dir()), paths.public_dir())
+    if isinstance(source, str) and source == "philly":
+        from .ingest import load_ingested
+        ingested = paths.ingested_philly_dir()
+        if (ingested / "manifest.json").exists():
+            return _from_tables("philly", load_ingested(ingested, with_util=with_util), ingested)
+        raw = paths.raw_philly_dir()
+        if (raw / "cluster_job_log").exists():
+            raise FileNotFoundError(f"{raw} holds the raw trace but it is not ingested yet: run `make data` "
+                                    "(or `dlcluster ingest`)")
+        raise FileNotFoundError("the full Philly trace is not here: run `make data` to download, verify and "
+                                "ingest it (needs internet), or pass a directory in the raw Philly format")
+    directory = Path(source)
+    if not directory.exists():
+        raise FileNotFoundError(f"trace source {str(source)!r}: expected 'public', 'philly' or a directory "
+                                "in the raw Philly format")
+    from .rawdir import load_raw_dir
+    tables = load_raw_dir(directory, source=directory.name, with_util=with_util)
+    tables["vc_quotas"] = default_vc_quotas()
+    return _from_tables(str(directory), tables, directory)
