@@ -53,12 +53,22 @@ def list_notebooks(notebooks_dir: Path, only: list[str] | None = None) -> list[P
     return found
 
 
-def _failed_cell(exc: Exception) -> str:
-    cell = getattr(exc, "exec_count", None)
+def _failed_cell(exc: Exception, executed: Path) -> str:
+    """'cell N' counted in the source notebook (cells papermill adds are not counted)."""
     ename = getattr(exc, "ename", type(exc).__name__)
     evalue = getattr(exc, "evalue", str(exc))
-    where = f"cell [{cell}]" if cell is not None else "a cell"
-    return f"{where}: {ename}: {evalue}"
+    count = getattr(exc, "exec_count", None)
+    if count is None or not executed.exists():
+        return f"a cell: {ename}: {evalue}"
+    import nbformat
+    added = {"injected-parameters", "papermill-error-cell-tag"}
+    source_cells = [c for c in nbformat.read(executed, as_version=4).cells
+                    if not added & set(c.metadata.get("tags", []))]
+    for number, cell in enumerate(source_cells, start=1):
+        if cell.get("execution_count") == count:
+            first_line = (cell.source.strip().splitlines() or [""])[0][:60]
+            return f"cell {number} ({first_line!r}): {ename}: {evalue}"
+    return f"the cell run as [{count}]: {ename}: {evalue}"
 
 
 def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "python3",
@@ -80,7 +90,7 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
     except Exception as exc:  # papermill raises PapermillExecutionError for cell failures
         if tmp.exists():
             os.replace(tmp, failed)
-        raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc)} (executed copy: {failed})") from exc
+        raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc, failed)} (executed copy: {failed})") from exc
     os.replace(tmp, target)
     if html:
         render_html(target)

@@ -163,5 +163,8 @@ def parse_job_records(records, file: str, quality: QualityReport, source: str):
     jobs["run_time_s"] = (jobs["last_end"] - jobs["first_start"]).dt.total_seconds()
     jobs["gpu_time_s"] = jobs["gpu_time_s"].astype("float64")
     jobs["source"] = source
+    jobs = jobs.astype({"jobid": "str", "vc": "str", "user": "string", "status": "string", "source": "str"})
+    attempts = attempts.astype({"jobid": "str"})
+    placements = placements.astype({"jobid": "str", "machine": "str"})
     placements = placements.astype({"attempt": "int64", "gpu": "int64"}).reset_index(drop=True)
     return jobs[list(JOBS_COLUMNS)].reset_index(drop=True), attempts, placements

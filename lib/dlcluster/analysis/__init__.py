@@ -1,0 +1,1 @@
+"""Analyses of the study, one module per section (trace tables, training curves)."""

@@ -1,0 +1,45 @@
+"""Every committed notebook is clean (no outputs, a tagged parameters cell) and runs under params/ci.yaml."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+REQUIRED_PARAMETERS = {"trace", "output_dir", "seed"}
+
+
+def test_there_are_notebooks():
+    assert [nb.stem for nb in NOTEBOOKS][:1] == ["00-trace-overview"]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_without_outputs_and_with_parameters(nb):
+    import papermill as pm
+
+    doc = json.loads(nb.read_text())
+    code = [c for c in doc["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), f"{nb.name} has outputs"
+    tagged = [c for c in doc["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, f"{nb.name}: exactly one cell must be tagged 'parameters'"
+    assert REQUIRED_PARAMETERS <= set(pm.inspect_notebook(str(nb)))
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_runs_under_ci_params(nb, ci_notebook):
+    doc = ci_notebook(nb.stem)
+    assert doc["notebook"] == nb.stem and doc["results"], f"{nb.name} wrote no results"
+    assert doc["figures"], f"{nb.name} wrote no figures"
+    assert all(f["data"] for f in doc["figures"]), "every figure names its data"
+
+
+@pytest.mark.notebook
+def test_trace_overview_results(ci_notebook):
+    r = ci_notebook("00-trace-overview")["results"]
+    assert r["jobs.pollux"] == 82247 and r["jobs.dre"] == 5910
+    assert r["machines.servers"] == 552 and r["machines.gpus_reconstructed"] > r["machines.gpus_official"]
+    assert r["quality.rows_read"] >= 82247 + 5910 and r["quality.rows_quarantined"] == 0
+    assert 0.9 < r["jobs.pollux.one_gpu_share"] < 1.0
+    assert r["fig2.dre.median_run_time_s.>8"] > 0
