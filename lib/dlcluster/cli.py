@@ -5,6 +5,7 @@
     dlcluster build-public                                         data/external -> data/public
     dlcluster data [--url URL]                                     download, verify, extract, ingest
     dlcluster ingest [RAW_DIR]                                     raw Philly files -> Parquet
+    dlcluster classify-logs [DIR]                                  failure reason of each log
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ def _ingest(args) -> int:
     return 0
 
 
+def _classify_logs(args) -> int:
+    import pandas as pd
+
+    from .classify import classify_dir
+    table = classify_dir(args.logs_dir, pattern=args.pattern)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 70):
+        print(table[["log_file", "reason", "category", "rule_id", "matched_line"]].to_string(index=False))
+        print()
+        print(table["reason"].value_counts().to_string())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .trace.download import TRACE_SHA256, TRACE_URL
 
@@ -98,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_philly_dir()))
     p.add_argument("--out", default=str(paths.ingested_philly_dir()))
     p.set_defaults(func=_ingest)
+
+    p = sub.add_parser("classify-logs", help="classify job failure logs with the rule-based classifier")
+    p.add_argument("logs_dir", nargs="?", default=str(paths.data_dir() / "failure_logs"))
+    p.add_argument("--pattern", default="*.log")
+    p.set_defaults(func=_classify_logs)
 
     _register_optional(sub)
     return parser

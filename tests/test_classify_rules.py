@@ -1,0 +1,128 @@
+"""The rule-based failure classifier (dlcluster.classify) and its rule file."""
+
+import textwrap
+
+import pytest
+
+from dlcluster.classify import NO_SIGNATURE, RuleSet, classify, classify_dir, load_rules
+
+# The failure reasons the paper names (shared/reference/atc19_published.md, section 4.2:
+# "failure reasons defined" and "other reasons named", the rows of its failure table).
+PAPER_REASONS = [
+    "incorrect inputs", "semantic error", "model checkpoint error", "MPI runtime failure", "job preempted",
+    "invalid memory access", "CPU out of memory", "GPU out of memory", "core dump", "CUDA failure",
+    "syntax error", "import error", "permission error", "CUDA init failed", "model diverged",
+    "CUDA version mismatch", "GPU ECC error", "cannot load libs", "no signature",
+]
+
+
+def test_rule_file_covers_every_reason_the_paper_names():
+    rules = load_rules()
+    labels = [r.label for r in rules.reasons.values()] + [rules.no_signature.label]
+    assert sorted(labels) == sorted(PAPER_REASONS)
+    assert set(rules.categories) == {"infrastructure", "ai_engine", "user"}
+    ruled = {rule.reason for rule in rules.rules}
+    assert ruled == set(rules.reasons)
+
+
+@pytest.mark.parametrize("text, reason, rule_id", [
+    ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB", "gpu_out_of_memory", "torch-cuda-oom"),
+    ("PermissionError: [Errno 13] Permission denied: 'data/train.tsv'", "permission_error", "permission-denied"),
+    ("ModuleNotFoundError: No module named 'tensorflow'", "import_error", "python-module-not-found"),
+    ("  File \"train.py\", line 3\n    print 'x'\nSyntaxError: invalid syntax", "syntax_error", "python-syntax-error"),
+    ("java.io.FileNotFoundException: File does not exist: hdfs://x/y", "incorrect_inputs", "hdfs-file-not-found"),
+    ("MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD", "mpi_runtime_failure", "mpi-abort"),
+    ("Container preempted by scheduler", "job_preempted", "yarn-preempted"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu_ecc_error", "cuda-ecc"),
+    ("AssertionError: Model diverged with loss = NaN", "model_diverged", "nan-loss"),
+])
+def test_single_signatures(text, reason, rule_id):
+    m = classify(text)
+    assert (m.reason, m.rule_id) == (reason, rule_id)
+
+
+@pytest.mark.parametrize("text, reason", [
+    # a checkpoint write that fails with EACCES is a checkpoint error, not a permission error
+    ("saving\nPermissionError: [Errno 13] Permission denied: 'out/checkpoints/model.ckpt'", "model_checkpoint_error"),
+    # the loader's message wrapped in an ImportError is a missing library, not a missing module
+    ("ImportError: libcudnn.so.7: cannot open shared object file: No such file or directory", "cannot_load_libs"),
+    # CUDA's own "out of memory" is GPU memory, not a generic CUDA failure or CPU memory
+    ("RuntimeError: CUDA error: out of memory", "gpu_out_of_memory"),
+    # a segfault also dumps core: the more specific reason wins
+    ("run.sh: line 3:  99 Segmentation fault      (core dumped) python train.py", "invalid_memory_access"),
+    # an ECC error reported as a CUDA error is an ECC error
+    ("CUDA error: uncorrectable ECC error encountered\nCUDA error: unspecified launch failure", "gpu_ecc_error"),
+    # preemption kills the program, whatever it printed last
+    ("epoch 3\nSegmentation fault\nContainer preempted by scheduler", "job_preempted"),
+    # bad_alloc aborts and dumps core, but the cause is memory
+    ("terminate called after throwing an instance of 'std::bad_alloc'\nAborted (core dumped)", "cpu_out_of_memory"),
+])
+def test_precedence_between_signatures(text, reason):
+    assert classify(text).reason == reason
+
+
+def test_no_signature_and_the_evidence_reported():
+    m = classify("epoch 1 loss 0.3\nepoch 2 loss 0.2\nValueError: shapes (3,) and (4,) not aligned\n")
+    assert (m.reason, m.label, m.category, m.rule_id, m.matched_line) == (
+        NO_SIGNATURE, "no signature", "unknown", None, None)
+    m = classify("epoch 1\n  epoch 2\nModuleNotFoundError: No module named 'cntk'  \n")
+    assert m.line_number == 3
+    assert m.matched_line == "ModuleNotFoundError: No module named 'cntk'"
+    assert m.retryable is False and m.category == "user"
+
+
+def _write_rules(tmp_path, body):
+    path = tmp_path / "rules.yaml"
+    path.write_text(textwrap.dedent("""\
+        categories: {user: "u", infrastructure: "i", ai_engine: "a"}
+        no_signature: {label: none, category: unknown, retryable: true, definition: d}
+        reasons:
+          syntax_error: {label: syntax error, category: user, retryable: false, definition: d}
+        """) + textwrap.dedent(body))
+    return path
+
+
+def test_rule_file_errors_name_file_line_and_field(tmp_path):
+    bad_reason = _write_rules(tmp_path, """\
+        rules:
+          - {id: ok, reason: syntax_error, pattern: 'SyntaxError', source: s}
+          - {id: typo, reason: sytnax_error, pattern: 'x', source: s}
+        """)
+    with pytest.raises(ValueError, match=r"rules\.yaml:7: rule 'typo' names unknown reason 'sytnax_error' \(field 'reason'"):
+        RuleSet(bad_reason)
+    bad_regex = _write_rules(tmp_path, """\
+        rules:
+          - {id: broken, reason: syntax_error, pattern: '(unclosed', source: s}
+        """)
+    with pytest.raises(ValueError, match=r"rules\.yaml:6: rule 'broken' has an invalid pattern \(field 'pattern'\)"):
+        RuleSet(bad_regex)
+    no_rule = _write_rules(tmp_path, "rules: []\n")
+    with pytest.raises(ValueError, match=r"reasons without any rule: \['syntax_error'\]"):
+        RuleSet(no_rule)
+    missing_source = _write_rules(tmp_path, """\
+        rules:
+          - {id: nosrc, reason: syntax_error, pattern: 'x'}
+        """)
+    with pytest.raises(ValueError, match=r"rules\.yaml:6: rule lacks the field 'source'"):
+        RuleSet(missing_source)
+
+
+def test_rule_order_decides(tmp_path):
+    path = _write_rules(tmp_path, """\
+        rules:
+          - {id: second-line-rule, reason: syntax_error, pattern: 'beta', source: s}
+          - {id: first-line-rule, reason: syntax_error, pattern: 'alpha', source: s}
+        """)
+    m = RuleSet(path).classify("alpha\nbeta\n")
+    assert (m.rule_id, m.line_number) == ("second-line-rule", 2)
+
+
+def test_classify_dir_reads_every_log_sorted(tmp_path):
+    (tmp_path / "b.log").write_text("Container preempted by scheduler\n")
+    (tmp_path / "a.log").write_bytes(b"\xff\xfe binary junk\nSyntaxError: invalid syntax\n")
+    (tmp_path / "notes.txt").write_text("SyntaxError: not a log\n")
+    got = classify_dir(tmp_path)
+    assert list(got["log_file"]) == ["a.log", "b.log"]
+    assert list(got["reason"]) == ["syntax_error", "job_preempted"]
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        classify_dir(tmp_path / "nope")

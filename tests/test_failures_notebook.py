@@ -1,0 +1,32 @@
+"""notebooks/04-failures-rtf.ipynb under params/ci.yaml: its key results are those of the library."""
+
+import pytest
+
+from dlcluster.analysis import failures as F
+
+
+@pytest.mark.notebook
+def test_failures_notebook_results(ci_notebook, public_trace):
+    doc = ci_notebook("04-failures-rtf")
+    r = doc["results"]
+    dre = public_trace.jobs_of("dre")
+    # the public trace's status-bearing jobs are the complete records: Pass/Failed only
+    assert r["failures.jobs_with_status"] == len(dre)
+    assert r["failures.unsuccessful_jobs_pct"] == pytest.approx(100 * (dre["status"] == "Failed").mean())
+    assert r["failures.killed_jobs_pct"] == 0.0
+    assert 0 < r["failures.unsuccessful_gpu_time_pct"] < 100
+    assert r["failures.mean_attempts"] == 1.0 and r["failures.retried_jobs_pct"] == 0.0
+    assert r["failures.rtf_p50_s"] < r["failures.rtf_p90_s"] < r["failures.rtf_p95_s"]
+    assert r["failures.rtf_p50_s"] >= 300  # the records were selected as jobs that ran 5 minutes or more
+    assert {"failures.failed_pct.2-4", "failures.failed_pct.5-8", "failures.failed_pct.gt8"} <= set(r)
+    assert "failures.failed_pct.1" not in r  # no single-GPU job has a status in the public data
+    assert r["failures.users.users"] == dre["user"].nunique()
+    assert 0 < r["failures.users.p_value_within_user"] <= 1
+    # the default logs are the corpus, every log of which has a known true reason
+    assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
+    assert r["model.p_job_fails"] == pytest.approx(r["failures.failed_jobs_pct"] / 100)
+    assert r["model.classes"] == 18
+    assert {f["name"] for f in doc["figures"]} == {"status_shares", "rtf", "failures_by_size", "repeated_failures",
+                                                    "failure_reasons"}
+    assert r["failures.users.top10pct_users_failure_share_pct"] == pytest.approx(
+        F.user_failure_summary(public_trace.jobs)[1]["top10pct_users_failure_share_pct"])
