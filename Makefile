@@ -34,6 +34,10 @@ data: setup ## download the full Philly trace (sha256-verified), extract to data
 public: setup ## rebuild data/public (Parquet) from the verbatim copies in data/external
 	$(BIN)/dlcluster build-public
 
+corpus: setup ## rebuild data/corpus (real CPU training runs with scikit-learn; seeded)
+	$(BIN)/python -m pip install --quiet -e '.[corpus]'
+	$(BIN)/python scripts/make_training_corpus.py
+
 failure-corpus: setup ## rebuild data/failure_logs by running small programs that really fail (needs gcc, g++)
 	$(BIN)/python -m pip install --quiet -e '.[failure-corpus]'
 	$(BIN)/python scripts/make_failure_corpus.py --mpi-bin $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("scripts"))')

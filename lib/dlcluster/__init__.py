@@ -2,6 +2,9 @@
 
 Modules:
     trace      load the Philly trace (embedded public data or the full raw trace)
+    curves     per-epoch training curves (real Pollux curves, the project's corpus, CSV, TensorBoard)
+    analysis   the study's analyses, one module per section
+    classify   rule-based failure classification of job logs
     reference  the paper's published numbers, with provenance
     paths      where data and reports live
 """

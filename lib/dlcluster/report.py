@@ -19,6 +19,13 @@ from typing import Any
 import numpy as np
 
 
+def _umask_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (mkstemp's 0600 is too strict for reports)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
     path = Path(path)
@@ -27,6 +34,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -75,6 +83,7 @@ class Report:
         os.close(fd)
         try:
             fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+            os.chmod(tmp, _umask_mode())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
