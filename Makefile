@@ -45,7 +45,7 @@ failure-corpus: setup ## rebuild data/failure_logs by running small programs tha
 lab: setup ## open JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks/
 
-bench: setup ## speed and memory benchmarks (numbers in bench/results/)
+bench: setup ## speed and memory benchmarks, results in bench/results/ (~15-25 min, ~8 GB free disk)
 	@mkdir -p bench/results
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 

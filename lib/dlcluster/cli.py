@@ -4,8 +4,10 @@
     dlcluster summary [SOURCE]                                     tables and data quality
     dlcluster build-public                                         data/external -> data/public
     dlcluster data [--url URL]                                     download, verify, extract, ingest
-    dlcluster ingest [RAW_DIR]                                     raw Philly files -> Parquet
+    dlcluster ingest [RAW_DIR] [--force]                           raw Philly files -> Parquet (resumable)
+    dlcluster synth-trace OUT [--scale 0.125]                      SYNTHETIC raw trace for benchmarks
     dlcluster classify-logs [DIR]                                  failure reason of each log
+    dlcluster bench-colocation --device cpu --model tiny ...       ResNet-50 colocation benchmark
 """
 
 from __future__ import annotations
@@ -62,7 +64,15 @@ def _data(args) -> int:
 
 def _ingest(args) -> int:
     from .trace.ingest import ingest
-    ingest(Path(args.raw_dir), Path(args.out))
+    ingest(Path(args.raw_dir), Path(args.out), force=args.force)
+    return 0
+
+
+def _synth_trace(args) -> int:
+    from .trace.synthetic import generate_raw_trace
+    out = generate_raw_trace(Path(args.out), scale=args.scale, seed=args.seed,
+                             malformed_lines=not args.no_malformed, overwrite=args.overwrite)
+    print(f"wrote a SYNTHETIC raw-format trace to {out} (for speed and memory tests only, never for results)")
     return 0
 
 
@@ -76,6 +86,11 @@ def _classify_logs(args) -> int:
         print()
         print(table["reason"].value_counts().to_string())
     return 0
+
+
+def _bench_colocation(argv: list[str]) -> int:
+    from .bench.colocation import main as bench_main
+    return bench_main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,7 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="convert a raw Philly-format directory into Parquet tables")
     p.add_argument("raw_dir", nargs="?", default=str(paths.raw_philly_dir()))
     p.add_argument("--out", default=str(paths.ingested_philly_dir()))
+    p.add_argument("--force", action="store_true", help="ingest again even if a complete ingest exists")
     p.set_defaults(func=_ingest)
+
+    p = sub.add_parser("synth-trace", help="generate a SYNTHETIC full-size raw-format trace (benchmarks only)")
+    p.add_argument("out")
+    p.add_argument("--scale", type=float, default=1.0, help="1.0 = the real trace's size (~6 GB)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-malformed", action="store_true", help="do not plant malformed lines")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_synth_trace)
+
+    # Listed for --help; main() hands its arguments straight to the benchmark's own parser.
+    sub.add_parser("bench-colocation", add_help=False,
+                   help="ResNet-50 locality/colocation benchmark (needs the [torch] extra); --help for options")
 
     p = sub.add_parser("classify-logs", help="classify job failure logs with the rule-based classifier")
     p.add_argument("logs_dir", nargs="?", default=str(paths.data_dir() / "failure_logs"))
@@ -130,6 +158,9 @@ def _register_optional(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench-colocation"]:
+        return _bench_colocation(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

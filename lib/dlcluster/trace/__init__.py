@@ -5,7 +5,9 @@
 * ``"public"``: the embedded default, real public data derived from the trace
   (``data/public/``, converted from ``data/external/``);
 * ``"philly"``: the full official trace after ``make data`` (ingested Parquet
-  in ``data/philly/``, or the raw files in ``data/raw/philly/``);
+  in ``data/philly/``). Its ~260M per-minute GPU samples are not loaded into
+  memory: ``gpu_util``/``host_util`` are None and analyses use the out-of-core
+  joins of :mod:`dlcluster.analysis.job_util` over the Parquet parts;
 * a path to a directory in the raw Philly format (e.g. a simulated run written
   by the simulator, or a slice of the real trace).
 
@@ -73,6 +75,14 @@ class Trace:
         """Description of a value of the ``source`` column (label, what it answers, what it lacks)."""
         if source in SOURCES:
             return SOURCES[source]
+        if self.extra.get("synthetic"):
+            return {"description": f"a SYNTHETIC full-size trace for speed tests ({self.location})",
+                    "answers": "nothing about Philly: speed and memory only", "lacks": "anything real",
+                    "label": f"SYNTHETIC trace ({Path(str(self.location)).name})"}
+        if self.extra.get("simulated"):
+            return {"description": f"a SIMULATED run written in the raw Philly format ({self.location})",
+                    "answers": "what the simulator modelled (its metadata.json says how)",
+                    "lacks": "anything real", "label": f"SIMULATED run ({Path(str(self.location)).name})"}
         return {"description": f"raw Philly-format files in {self.location}", "answers": "as the files allow",
                 "lacks": "", "label": f"raw-format directory {self.location}"}
 
@@ -121,4 +131,19 @@ def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:
     from .rawdir import load_raw_dir
     tables = load_raw_dir(directory, source=directory.name, with_util=with_util)
     tables["vc_quotas"] = default_vc_quotas()
-    return _from_tables(str(directory), tables, directory)
+    trace = _from_tables(str(directory), tables, directory)
+    trace.extra = _run_metadata(directory)
+    return trace
+
+
+def _run_metadata(directory: Path) -> dict:
+    """A simulated run labels itself with ``metadata.json`` (``"simulated": true``)."""
+    import json
+    meta = directory / "metadata.json"
+    if not meta.exists():
+        return {}
+    try:
+        doc = json.loads(meta.read_text())
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{meta}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    return doc if isinstance(doc, dict) else {}

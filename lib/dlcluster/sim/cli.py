@@ -1,0 +1,147 @@
+"""Command line: ``python -m dlcluster.sim ...`` (and ``dlcluster simulate ...`` once wired in).
+
+The main CLI adds this command with ``add_parser(subparsers)``; the parser's
+``func`` default is :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .policies import POLICIES
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "simulate", help="simulate a Philly-like GPU cluster (replay the real jobs or run an experiment)",
+        description="Replay a workload on a simulated Philly cluster under a scheduling policy. Writes "
+                    "jobs/attempts/timeseries Parquet tables and summary.json to --out; --raw-trace also writes "
+                    "the run in the raw Philly trace format.")
+    _add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", default="philly", choices=sorted(POLICIES), help="scheduling policy (default philly)")
+    p.add_argument("--trace", default="public",
+                   help="trace source for jobs, machines and quotas: public (default), philly, or a raw directory")
+    p.add_argument("--generate", type=int, metavar="N", help="use N synthetic jobs instead of the trace's jobs")
+    p.add_argument("--tile", type=int, default=1, metavar="K", help="repeat the workload K times back to back")
+    p.add_argument("--topology", default="trace",
+                   help="'trace' (reconstructed machines, default) or RACKSxSERVERSxGPUS, e.g. 4x16x8")
+    p.add_argument("--rack-size", type=int, default=16, help="servers per rack for the trace's machines (default 16)")
+    p.add_argument("--no-quotas", action="store_true", help="ignore VC quotas (one shared pool)")
+    p.add_argument("--no-lending", action="store_true", help="VCs may not borrow idle GPUs beyond their quota")
+    p.add_argument("--locality", choices=["strict", "relax", "any"], help="override the policy's locality mode")
+    p.add_argument("--relax-after", type=float, default=180.0, metavar="S",
+                   help="seconds of waiting before each locality relaxation (default 180)")
+    p.add_argument("--las-thresholds", default="3600,36000", metavar="GPU_S,...",
+                   help="Tiresias queue thresholds in GPU-seconds (default 3600,36000)")
+    p.add_argument("--slowdown", choices=["default", "none"], default="default",
+                   help="placement/colocation speed model (default: from real measurements)")
+    p.add_argument("--migration", action="store_true", help="enable Gandiva-style defragmentation and consolidation")
+    p.add_argument("--migration-cost", type=float, default=60.0, metavar="S", help="pause per migration (default 60)")
+    p.add_argument("--failures", default="none", metavar="none|default|FILE.yaml",
+                   help="failure model: none (default), default (illustrative classes) or a YAML file")
+    p.add_argument("--retry", default="philly", choices=["philly", "adaptive", "prerun"], help="retry policy")
+    p.add_argument("--early-stop", action="store_true",
+                   help="stop jobs at convergence (points drawn from the real learning curves)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="directory for the result tables (omit to print the summary only)")
+    p.add_argument("--raw-trace", action="store_true", help="also write the run in raw Philly format to OUT/raw")
+    p.add_argument("--util-hours", type=float, default=24.0,
+                   help="hours of synthetic per-minute GPU utilization in the raw trace (default 24)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_inputs(args):
+    """Workload, topology and quotas from the command-line arguments."""
+    from dataclasses import replace
+
+    from . import (assign_convergence, generate_workload, parse_spec, quotas_from_table, topology_from_machines,
+                   workload_from_trace)
+
+    trace = None
+    if args.generate is None or args.topology == "trace":
+        from ..trace import load_trace
+        trace = load_trace(args.trace, with_util=False)
+    if args.generate is not None:
+        workload = generate_workload(args.generate, seed=args.seed)
+    else:
+        workload = workload_from_trace(trace, source="pollux" if args.trace == "public" else None)
+    if args.tile > 1:
+        workload = workload.tile(args.tile)
+    if args.early_stop:
+        workload = assign_convergence(workload, seed=args.seed)
+    topology = topology_from_machines(trace.machines, args.rack_size) if args.topology == "trace" \
+        else parse_spec(args.topology)
+    quotas = None
+    if not args.no_quotas and args.generate is None:
+        if trace.vc_quotas is None:
+            raise ValueError(f"trace {args.trace!r} has no VC quotas: pass --no-quotas")
+        quotas = quotas_from_table(trace.vc_quotas)
+    return workload, topology, quotas
+
+
+def make_options(args) -> dict:
+    from . import FailureModel, Migration, default_failure_model, make_policy
+
+    policy_options = {"relax_after_s": args.relax_after}
+    if args.locality:
+        policy_options["locality"] = args.locality
+    if args.policy in ("las", "gittins"):
+        try:
+            policy_options["thresholds_gpu_s"] = tuple(float(t) for t in args.las_thresholds.split(","))
+        except ValueError:
+            raise ValueError(f"--las-thresholds: expected numbers separated by commas, got {args.las_thresholds!r}")
+    if args.failures == "none":
+        failures = None
+    elif args.failures == "default":
+        failures = default_failure_model()
+    else:
+        failures = FailureModel.from_yaml(args.failures)
+    return {"policy": make_policy(args.policy, **policy_options), "lending": not args.no_lending,
+            "slowdown": None if args.slowdown == "none" else "default",
+            "migration": Migration(cost_s=args.migration_cost) if args.migration else None,
+            "failures": failures, "retry": args.retry, "early_stop": args.early_stop, "seed": args.seed,
+            "progress": not args.no_progress}
+
+
+def run(args) -> int:
+    from . import simulate, write_raw_trace
+
+    workload, topology, quotas = build_inputs(args)
+    options = make_options(args)
+    policy = options.pop("policy")
+    print(f"workload: {workload.source}, {len(workload):,} jobs; cluster: {topology.describe()}", file=sys.stderr)
+    result = simulate(workload, topology, policy, quotas=quotas, **options)
+    summary = json.dumps(result.summary, indent=2, default=str)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.jobs.to_parquet(args.out / "jobs.parquet", index=False)
+        result.attempts.to_parquet(args.out / "attempts.parquet", index=False)
+        result.timeseries.to_parquet(args.out / "timeseries.parquet", index=False)
+        (args.out / "summary.json").write_text(summary + "\n")
+        if args.raw_trace:
+            write_raw_trace(result, args.out / "raw", util_hours=args.util_hours, seed=args.seed,
+                            slowdown=options["slowdown"])
+        print(f"wrote {args.out}", file=sys.stderr)
+    print(summary)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dlcluster.sim", description=add_parser.__doc__)
+    _add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.raw_trace and args.out is None:
+        parser.error("--raw-trace needs --out")
+    try:
+        return run(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

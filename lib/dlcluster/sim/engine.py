@@ -1,0 +1,717 @@
+"""The discrete-event simulator of a Philly-like GPU cluster.
+
+Events (arrivals, attempt ends and failures, policy timers) are handled in
+``(time, kind, sequence)`` order (arrivals come from a pre-sorted stream merged
+in at their place in that order); after all events of one timestamp, one
+scheduling pass runs:
+
+1. Waiting jobs are tried in the policy's order. A job whose VC has quota left
+   for its whole gang is tried first; jobs that would exceed their VC's quota
+   may then borrow idle GPUs (Philly's fair sharing; ``lending=False`` forbids
+   it). Jobs that cannot be placed are skipped (backfill). A preemptive policy
+   may preempt lower-priority running jobs for a job that does not fit.
+2. With a migration option, fragmentation is repaired by moving jobs.
+3. Every job still waiting has the cause of its wait, fixed until the cluster
+   state changes:
+
+   * ``fair_share``: fewer GPUs that its VC may use are free than it needs
+     (its quota is used up, or lent to VCs over quota, and no idle GPU can be
+     lent); with ``quotas=None`` this is plain contention for capacity;
+   * ``backoff``: enough such GPUs are free, so a looser placement exists, but
+     the policy is still holding out for locality (Philly before the timeout);
+   * ``fragmentation``: enough such GPUs are free but no placement meets the
+     locality the job requires.
+
+   The paper's two-way split (Table 2) counts back-off as fragmentation: in
+   both, quota was left and no placement met the locality asked for.
+
+A job's speed comes from the slowdown model and changes when neighbours come
+and go; its end event is then rescheduled (stale events carry an old token and
+are skipped).
+
+Cost: the heap holds only running jobs' and timers' events; waiting jobs are
+kept in groups of equal VC, gang size and locality level, each sorted by the
+policy's key (keys do not change while a job waits), and a pass walks group
+heads in key order, dropping a group at its first failure; a pass stops when
+no GPU is free; causes are re-derived only for jobs whose answer can have
+changed (by VC and gang size, when the GPUs available to the VC change).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import time as wallclock
+
+import numpy as np
+
+from .cluster import ClusterState
+from .events import EventKind
+from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
+from .jobs import Cause, Job, JobState, Outcome
+from .placement import Locality, make_placement
+from .policies import make_policy
+from .results import SimResult
+from .slowdown import default_slowdown_model, no_slowdown
+from .topology import Topology
+from .workload import Workload
+
+_WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
+_END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
+_SERVER, _ANYWHERE = int(Locality.SERVER), int(Locality.ANYWHERE)
+_FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
+_INF = float("inf")
+
+
+class Simulator:
+    """One simulation run. ``Simulator(workload, topology, policy, ...).run() -> SimResult``.
+
+    ``quotas``: ``{vc: GPUs}``; VCs missing from it get quota 0 (they only
+    borrow idle GPUs). None means no VC limits. ``slowdown``: "default", None
+    (ideal speed) or a callable ``(gpus_per_server, num_racks, colocated_jobs)``.
+    ``failures``: a :class:`FailureModel` (None: no failures beyond those in
+    the trace's run times). ``retry``: a :class:`RetryPolicy` or preset name.
+    ``early_stop``: end jobs when their loss converged (``converge_frac``).
+    ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
+    ``restart_overhead_s``: time each attempt after the first spends restoring
+    before it makes progress. ``progress``: show a tqdm progress bar.
+    """
+
+    def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
+                 lending: bool = True, placement=None, slowdown="default", failures: FailureModel | None = None,
+                 retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
+                 sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, progress: bool = False):
+        if len(workload) == 0:
+            raise ValueError("workload has no jobs")
+        if not sample_interval_s > 0:
+            raise ValueError(f"sample_interval_s must be > 0, got {sample_interval_s!r}")
+        if not restart_overhead_s >= 0:
+            raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s!r}")
+        if isinstance(retry, str) and retry not in RETRY_PRESETS:
+            raise ValueError(f"retry: unknown preset {retry!r}; choose from {sorted(RETRY_PRESETS)}")
+        self.workload, self.topology, self.seed = workload, topology, seed
+        self.policy = make_policy(policy)
+        self.placement = make_placement(placement or self.policy.default_placement)
+        if isinstance(slowdown, str) and slowdown == "default":
+            slowdown = default_slowdown_model()
+        self.slowdown = no_slowdown if slowdown is None else getattr(slowdown, "speed", slowdown)
+        if not callable(self.slowdown):
+            raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
+        self.lending, self.early_stop, self.migration = lending, early_stop, migration
+        self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
+        self.failure_model = failures
+        self.sample_interval_s, self.restart_overhead_s, self.progress = sample_interval_s, restart_overhead_s, progress
+        self.cluster = ClusterState(topology)
+        self._setup_vcs(quotas)
+        self._setup_jobs()
+        self.waiting: dict[int, Job] = {}
+        self.running: dict[int, Job] = {}
+        self.spread_running: dict[int, Job] = {}     # running wider than they must (for consolidation)
+        self.rejections: dict[int, str] = {}
+        self.attempt_log: list = []
+        # Waiting jobs grouped by VC, gang size and locality level (members of a group get the same answer
+        # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}}
+        self._groups = [dict() for _ in self.vc_names]
+        self._avail_seen = [self._available(v) for v in range(len(self.vc_names))]
+        self._new: list[Job] = []
+        self._capacity_freed = self._priorities_changed = False
+        self._speed_cache: dict = {}
+        self._heap: list = []
+        self._seq = 0
+        self.events_processed = 0
+        self.allocated_gpu_s = 0.0
+        self.done_count = 0
+
+    # ----------------------------------------------------------------- setup
+    def _setup_vcs(self, quotas):
+        names, inverse = np.unique(np.asarray(self.workload.vc, dtype=str), return_inverse=True)
+        self.vc_names = [str(v) for v in names]
+        self.job_vc = inverse.astype(np.int64)
+        total = self.cluster.total_gpus
+        if quotas is None:
+            self.quota = [total] * len(self.vc_names)
+            self.vcs_without_quota = []
+        else:
+            bad = {v: q for v, q in quotas.items() if int(q) != q or q < 0}
+            if bad:
+                raise ValueError(f"quotas: GPU quotas must be non-negative integers, got {bad}")
+            self.quota = [int(quotas.get(v, 0)) for v in self.vc_names]
+            self.vcs_without_quota = [v for v in self.vc_names if v not in quotas]
+        self.vc_used = [0] * len(self.vc_names)
+
+    def _setup_jobs(self):
+        w, c = self.workload, self.cluster
+        target = w.service_s.astype(float)
+        if self.early_stop and w.converge_frac is not None:
+            target = target * np.where(np.isnan(w.converge_frac), 1.0, w.converge_frac)
+        self.failure_classes = ()
+        self.draws = None
+        job_class = np.full(len(w), -1)
+        if self.failure_model is not None:
+            self.draws = self.failure_model.draws(len(w), self.retry_policy.max_retries + 2, self.seed,
+                                                  w.fail_class)
+            self.failure_classes = self.failure_model.classes
+            job_class = self.draws.job_class
+        gpus = w.num_gpus.astype(np.int64)
+        min_level = np.where(gpus <= c.max_cap, 0, np.where(gpus <= c.max_rack_cap, 1, 2))
+        self.jobs = [Job(i, a, g, s, t, v, m, f) for i, (a, g, s, t, v, m, f) in enumerate(zip(
+            w.arrival_s.astype(float).tolist(), gpus.tolist(), w.service_s.astype(float).tolist(),
+            target.tolist(), self.job_vc.tolist(), min_level.tolist(), job_class.tolist()))]
+        order = np.lexsort((np.arange(len(w)), w.arrival_s))
+        self._arrival_times = w.arrival_s[order].astype(float).tolist()
+        self._arrival_order = order.tolist()
+
+    def min_level_for(self, gpus: int) -> int:
+        c = self.cluster
+        return 0 if gpus <= c.max_cap else (1 if gpus <= c.max_rack_cap else 2)
+
+    # -------------------------------------------------------- services to policies
+    def schedule(self, when: float, kind: EventKind, job: Job, token: int) -> None:
+        heapq.heappush(self._heap, (when, int(kind), self._seq, job.idx, token))
+        self._seq += 1
+
+    def priorities_changed(self) -> None:
+        self._priorities_changed = True
+
+    def remaining_work(self, job: Job, now: float) -> float:
+        if job.state is not _RUNNING:
+            return job.work_left
+        begin = max(job.progress_at, job.resume_at)
+        return job.work_left - job.speed * max(0.0, now - begin)
+
+    def attained(self, job: Job, now: float) -> float:
+        """GPU-seconds held so far (Tiresias' attained service)."""
+        if job.state is not _RUNNING:
+            return job.attained
+        return job.attained + job.gpus_now * (now - job.attempt_start)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        started = wallclock.perf_counter()
+        self.policy.prepare(self)
+        heap, jobs, pop = self._heap, self.jobs, heapq.heappop
+        handlers = [None] * (max(EventKind) + 1)
+        handlers[_END], handlers[_FAIL] = self._on_end, self._on_fail
+        handlers[EventKind.DEMOTE], handlers[EventKind.RELAX] = self._on_demote, self._on_relax
+        arrivals, arrival_order = self._arrival_times, self._arrival_order
+        n_arrivals, next_arrival = len(arrivals), 0
+        sampler = _Sampler(self)
+        bar = _progress_bar(len(jobs), self.progress)
+        last_done, last_time, events = 0, 0.0, 0
+        cluster = self.cluster
+        while True:
+            t_arrival = arrivals[next_arrival] if next_arrival < n_arrivals else _INF
+            now = heap[0][0] if heap and heap[0][0] < t_arrival else t_arrival
+            if now == _INF:
+                break
+            if now > sampler.next:
+                sampler.until(now)
+            self.allocated_gpu_s += (cluster.total_gpus - cluster.total_free) * (now - last_time)
+            last_time = now
+            while heap and heap[0][0] == now and heap[0][1] < _ARRIVAL:
+                _, kind, _, j, token = pop(heap)
+                handlers[kind](jobs[j], token, now)
+                events += 1
+            while next_arrival < n_arrivals and arrivals[next_arrival] == now:
+                self._on_arrival(jobs[arrival_order[next_arrival]], now)
+                next_arrival += 1
+                events += 1
+            while heap and heap[0][0] == now:
+                _, kind, _, j, token = pop(heap)
+                handlers[kind](jobs[j], token, now)
+                events += 1
+            if self._new or self._capacity_freed or self._priorities_changed:
+                self._pass(now)
+            if bar is not None and self.done_count - last_done >= 1024:
+                bar.update(self.done_count - last_done)
+                last_done = self.done_count
+        sampler.until(last_time + self.sample_interval_s)
+        if bar is not None:
+            bar.update(self.done_count - last_done)
+            bar.close()
+        self.events_processed = events
+        leftover = [j for j in jobs if j.state is not _DONE]
+        if leftover:
+            raise RuntimeError(f"simulation ended with {len(leftover)} unfinished jobs, e.g. {leftover[0]!r}")
+        return SimResult.build(self, sampler, wall_s=wallclock.perf_counter() - started, end_time=last_time)
+
+    # --------------------------------------------------------------- events
+    def _on_arrival(self, job: Job, now: float) -> None:
+        g = job.num_gpus
+        reason = None
+        if g > self.cluster.total_gpus:
+            reason = "needs more GPUs than the cluster has"
+        elif not self.lending and g > self.quota[job.vc]:
+            reason = "needs more GPUs than its VC quota and lending is off"
+        if reason is not None:
+            self.rejections[job.idx] = reason
+            self._finish(job, "Rejected", now)
+            return
+        if self.retry_policy.prerun_s > 0 and g > 1:
+            job.in_prerun, job.gpus_now, job.min_level = True, 1, _SERVER
+            job.work_left = self.retry_policy.prerun_s
+        self._enqueue(job, now)
+
+    def _on_end(self, job: Job, token: int, now: float) -> None:
+        if token != job.end_token:
+            return
+        job.work_left = 0.0
+        if job.in_prerun:
+            self._stop(job, now, Outcome.PRERUN_DONE)
+            job.in_prerun, job.gpus_now = False, job.num_gpus
+            job.min_level = self.min_level_for(job.num_gpus)
+            job.work_left = job.target_work
+            self._enqueue(job, now)
+            return
+        self._stop(job, now, Outcome.FINISHED)
+        job.early_stopped = job.target_work < job.service
+        self._finish(job, "Pass", now)
+
+    def _on_fail(self, job: Job, token: int, now: float) -> None:
+        if token != job.attempt_token or job.state is not _RUNNING:
+            return
+        self._stop(job, now, Outcome.FAILED)
+        job.failures += 1
+        cls = self.failure_classes[job.fail_class]
+        retry = self.retry_policy
+        if job.failures > retry.max_retries or not (cls.retryable or retry.retry_non_retryable):
+            self._finish(job, "Failed", now)
+            return
+        if not retry.keep_progress:
+            job.work_left = retry.prerun_s if job.in_prerun else job.target_work
+        self._enqueue(job, now)
+
+    def _on_demote(self, job: Job, token: int, now: float) -> None:
+        if token == job.attempt_token and job.state is _RUNNING:
+            self.policy.on_demote(job, now, self)
+
+    def _on_relax(self, job: Job, token: int, now: float) -> None:
+        if token == job.wait_token and job.state is _WAITING:
+            self.policy.on_relax(job, now, self)
+
+    def _finish(self, job: Job, status: str, now: float) -> None:
+        job.status, job.end_time, job.state = status, now, _DONE
+        self.done_count += 1
+
+    # ------------------------------------------------------------ job state
+    def _enqueue(self, job: Job, now: float) -> None:
+        job.state = _WAITING
+        job.wait_token += 1
+        job.waiting_since = job.cause_since = now
+        job.cause = None
+        self.policy.on_enqueue(job, now, self)
+        self._add_waiting(job)
+        self._new.append(job)
+
+    def _add_waiting(self, job: Job) -> None:
+        group = self._groups[job.vc].setdefault(job.gpus_now, {}).setdefault(job.level, [])
+        bisect.insort(group, (job.key, job))
+        self.waiting[job.idx] = job
+
+    def _remove_waiting(self, job: Job) -> None:
+        by_gpus = self._groups[job.vc]
+        by_level = by_gpus[job.gpus_now]
+        group = by_level[job.level]
+        del group[bisect.bisect_left(group, (job.key,))]
+        if not group:
+            del by_level[job.level]
+            if not by_level:
+                del by_gpus[job.gpus_now]
+        del self.waiting[job.idx]
+
+    def set_level(self, job: Job, level: int) -> None:
+        """Change a waiting job's locality level (policies relax it) and reconsider it now."""
+        self._remove_waiting(job)
+        job.level = level
+        self._add_waiting(job)
+        self._new.append(job)
+
+    def _start(self, job: Job, counts, level: int, now: float) -> None:
+        """A waiting job starts an attempt on ``counts`` = [(server, GPUs)]."""
+        if job.cause is not None:
+            job.delay[job.cause] += now - job.cause_since
+        self._remove_waiting(job)
+        job.wait_token += 1
+        if job.first_start is None:
+            job.first_start = now
+        overhead = self.restart_overhead_s if job.num_attempts else 0.0
+        self._begin_attempt(job, counts, level, now, now + overhead)
+        if job.fail_class >= 0:
+            self._arm_failure(job, now)
+
+    def _begin_attempt(self, job: Job, counts, level: int, now: float, resume_at: float) -> None:
+        c = self.cluster
+        job.alloc = c.allocate(job.idx, counts)
+        if len(counts) == 1:
+            job.shape, job.num_racks = (counts[0][1],), 1
+        else:
+            job.shape = tuple(k for _, k in counts)
+            job.num_racks = len({c.rack_of[s] for s, _ in counts})
+        job.attempt_level = level
+        job.state = _RUNNING
+        job.attempt_start = job.progress_at = now
+        job.resume_at = resume_at
+        self.running[job.idx] = job
+        if level > job.min_level:
+            self.spread_running[job.idx] = job
+        self.vc_used[job.vc] += job.gpus_now
+        job.speed = self._speed_of(job)
+        self._schedule_end(job, now)
+        self.policy.on_start(job, now, self)
+        self._refresh_neighbours(job, now)
+
+    def _end_attempt(self, job: Job, now: float, outcome: Outcome) -> None:
+        self._advance(job, now)
+        job.attained += job.gpus_now * (now - job.attempt_start)
+        self.attempt_log.append((job.idx, job.attempt_start, now, int(outcome), job.alloc, job.attempt_level,
+                                 job.in_prerun, job.gpus_now, job.num_racks))
+        job.num_attempts += 1
+        self.cluster.release(job.idx, job.alloc)
+        del self.running[job.idx]
+        if job.idx in self.spread_running:
+            del self.spread_running[job.idx]
+        self.vc_used[job.vc] -= job.gpus_now
+        job.end_token += 1
+        job.attempt_token += 1
+        self.policy.on_stop(job, now, self)
+        self._refresh_neighbours(job, now)
+
+    def _stop(self, job: Job, now: float, outcome: Outcome) -> None:
+        """End the running attempt and free its GPUs (finish, failure, pre-run end, preemption)."""
+        self._end_attempt(job, now, outcome)
+        job.fail_at = None
+        self._capacity_freed = True
+
+    def _preempt_job(self, job: Job, now: float) -> None:
+        self._stop(job, now, Outcome.PREEMPTED)
+        job.preemptions += 1
+        self._enqueue(job, now)
+
+    def move(self, job: Job, counts, level: int, now: float, pause_s: float) -> None:
+        """Migrate a running job to ``counts``; it makes no progress for ``pause_s``."""
+        fail_at = job.fail_at
+        self._end_attempt(job, now, Outcome.MIGRATED)
+        job.migrations += 1
+        self._begin_attempt(job, counts, level, now, now + pause_s)
+        if fail_at is not None:
+            job.fail_at = fail_at
+            self.schedule(fail_at, EventKind.ATTEMPT_FAIL, job, job.attempt_token)
+
+    def _arm_failure(self, job: Job, now: float) -> None:
+        job.fail_at = None
+        if job.failure_cleared:
+            return
+        k = job.failures
+        cls = self.failure_classes[job.fail_class]
+        if k > 0 and cls.retryable and self.draws.repeat_u[job.idx, k] >= cls.repeat_probability:
+            job.failure_cleared = True
+            return
+        job.fail_at = now + float(self.draws.rtf_s[job.idx, k])
+        self.schedule(job.fail_at, EventKind.ATTEMPT_FAIL, job, job.attempt_token)
+
+    # ------------------------------------------------------------- progress
+    def _advance(self, job: Job, now: float) -> None:
+        begin = job.resume_at if job.resume_at > job.progress_at else job.progress_at
+        if now > begin:
+            job.work_left = max(0.0, job.work_left - job.speed * (now - begin))
+        job.progress_at = now
+
+    def _schedule_end(self, job: Job, now: float) -> None:
+        job.end_token += 1
+        begin = job.resume_at if job.resume_at > now else now
+        job.end_at = begin + job.work_left / job.speed
+        heapq.heappush(self._heap, (job.end_at, _END, self._seq, job.idx, job.end_token))
+        self._seq += 1
+
+    def _speed_of(self, job: Job) -> float:
+        jobs_on = self.cluster.jobs_on
+        alloc = job.alloc
+        if len(alloc) == 1:
+            colocated = len(jobs_on[alloc[0][0]]) - 1
+        elif sum(len(jobs_on[s]) for s, _ in alloc) == len(alloc):
+            colocated = 0
+        else:
+            colocated = len(set().union(*(jobs_on[s] for s, _ in alloc))) - 1
+        key = (job.shape, job.num_racks, colocated)
+        speed = self._speed_cache.get(key)
+        if speed is None:
+            speed = float(self.slowdown(list(job.shape), job.num_racks, colocated))
+            if not 0 < speed <= 1:
+                raise ValueError(f"slowdown model returned speed {speed!r} for {key}; must be in (0, 1]")
+            self._speed_cache[key] = speed
+        return speed
+
+    def _refresh_neighbours(self, job: Job, now: float) -> None:
+        """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
+        jobs, jobs_on, me = self.jobs, self.cluster.jobs_on, job.idx
+        for s, _ in job.alloc:
+            for other in jobs_on[s]:
+                if other == me:
+                    continue
+                o = jobs[other]
+                speed = self._speed_of(o)
+                if speed != o.speed:
+                    self._advance(o, now)
+                    o.speed = speed
+                    self._schedule_end(o, now)
+                    self.policy.on_speed_change(o, now, self)
+
+    # ------------------------------------------------------------ scheduling
+    def _pass(self, now: float) -> None:
+        full = self._capacity_freed or self._priorities_changed
+        touched = self._new
+        self._new = []
+        self._capacity_freed = self._priorities_changed = False
+        if full:
+            self._place_all(now)
+        else:
+            self._place_jobs(touched, now)
+        if self.migration is not None and full and self.migration.consolidate:
+            self.migration.improve_locality(self, now)
+        rounds = 0
+        while self._capacity_freed:  # preemption freed more than it used: let waiting jobs have it
+            self._capacity_freed = False
+            self._place_all(now)
+            rounds += 1
+            if rounds > 10 * len(self.jobs):
+                raise RuntimeError(f"scheduling at t={now} does not settle (policy {self.policy!r})")
+        touched.extend(self._new)
+        self._new = []
+        self._classify(touched, now)
+
+    def _stop_placing(self, state: "_PassState") -> bool:
+        return self.cluster.total_free == 0 and (not self.policy.preemptive or state.nobody_preemptible)
+
+    def _place_all(self, now: float) -> None:
+        """Try every waiting job in policy order: jobs within their VC quota, then borrowers.
+
+        Works on group heads: once a group's head cannot start, neither can the
+        rest of the group in this pass (the cluster only fills up), so the
+        group is dropped. Cost grows with jobs started and groups, not queue length.
+        """
+        quota, used, groups = self.quota, self.vc_used, self._groups
+        state = _PassState()
+        heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups)
+                 for g, by_level in by_gpus.items() for level, group in by_level.items()]
+        heapq.heapify(heads)
+        borrowers = []
+        for phase in (0, 1):
+            while heads:
+                if self._stop_placing(state):
+                    return
+                _, vc, g, level = heapq.heappop(heads)
+                group = groups[vc].get(g, {}).get(level)
+                if not group:
+                    continue
+                if phase == 0 and g > quota[vc] - used[vc]:
+                    if self.lending:
+                        borrowers.append((group[0][0], vc, g, level))
+                    continue
+                if self._try_start(group[0][1], state, now) and group:
+                    heapq.heappush(heads, (group[0][0], vc, g, level))
+            heads = borrowers
+            heapq.heapify(heads)
+
+    def _place_jobs(self, jobs, now: float) -> None:
+        """Try just these jobs (new or relaxed; nothing was freed since the others last failed)."""
+        quota, used = self.quota, self.vc_used
+        state = _PassState()
+        borrowers = []
+        for _, job in sorted((j.key, j) for j in jobs if j.state is _WAITING):
+            if self._stop_placing(state):
+                return
+            if job.gpus_now > quota[job.vc] - used[job.vc]:
+                if self.lending:
+                    borrowers.append(job)
+                continue
+            self._try_start(job, state, now)
+        for job in borrowers:
+            if self._stop_placing(state):
+                return
+            if job.state is _WAITING:
+                self._try_start(job, state, now)
+
+    def _try_start(self, job: Job, state: "_PassState", now: float) -> bool:
+        g = job.gpus_now
+        key = (g, job.level)
+        if g <= self.cluster.total_free and key not in state.failed:
+            choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
+            if choice is not None:
+                self._start(job, choice[0], choice[1], now)
+                return True
+            if self.migration is not None and self.migration.defragment and self.migration.make_room(self, job, now):
+                state.failed.clear()
+                return True
+            state.failed.add(key)
+        if self.policy.preemptive and not state.nobody_preemptible and self._preempt_for(job, state, now):
+            state.failed.clear()
+            return True
+        return False
+
+    def _available(self, vc: int) -> int:
+        """GPUs a job of ``vc`` may take now: free ones, within quota unless lending."""
+        free = self.cluster.total_free
+        return free if self.lending else min(free, self.quota[vc] - self.vc_used[vc])
+
+    def admissible(self, job: Job) -> bool:
+        return job.gpus_now <= self._available(job.vc)
+
+    def _classify(self, touched, now: float) -> None:
+        """Update the causes of jobs whose cause may have changed (see the module docstring).
+
+        Invariant: each waiting job's cause matches ``_avail_seen`` of its VC.
+        """
+        if not self.waiting:
+            return
+        free = self.cluster.total_free
+        for v, by_gpus in enumerate(self._groups):
+            if not by_gpus:
+                continue
+            avail = free if self.lending else min(free, self.quota[v] - self.vc_used[v])
+            seen = self._avail_seen[v]
+            if avail == seen:
+                continue
+            self._avail_seen[v] = avail
+            low, high = (avail, seen) if avail < seen else (seen, avail)
+            for g, by_level in by_gpus.items():
+                if low < g <= high:
+                    for group in by_level.values():
+                        for _, job in group:
+                            self._set_cause(job, avail, now)
+        for job in touched:
+            if job.state is _WAITING:
+                if job.cause is None:
+                    self.policy.on_wait(job, now, self)
+                self._set_cause(job, self._avail_seen[job.vc], now)
+
+    def _set_cause(self, job: Job, avail: int, now: float) -> None:
+        if job.gpus_now > avail:
+            cause = _FAIR_SHARE
+        elif self.policy.relaxes and job.level < _ANYWHERE:
+            cause = _BACKOFF
+        else:
+            cause = _FRAGMENTATION
+        if cause != job.cause:
+            if job.cause is not None:
+                job.delay[job.cause] += now - job.cause_since
+            job.cause, job.cause_since = cause, now
+
+    # ------------------------------------------------------------ preemption
+    def _preempt_for(self, job: Job, state: "_PassState", now: float) -> bool:
+        """Preempt lower-priority running jobs so that ``job`` can start; False if impossible.
+
+        Candidates are running jobs the policy lets ``job`` preempt, least
+        important first; jobs started in this pass are not candidates.
+        """
+        policy = self.policy
+        if state.ranked is None:
+            state.ranked = policy.ranked_running(now, self)
+        ranked = state.ranked
+        lo, hi = 0, len(ranked)
+        while lo < hi:  # candidates form a prefix of the ranking
+            mid = (lo + hi) // 2
+            if policy.preempts(job.key, ranked[mid][0], now):
+                lo = mid + 1
+            else:
+                hi = mid
+        n = lo
+        if n == 0:
+            state.nobody_preemptible = True  # jobs tried later rank lower still
+            return False
+        key = (job.gpus_now, job.level)
+        if state.preempt_failed.get(key, -1) >= n:
+            return False
+        # Jobs preempted or started earlier in this pass stay in the ranking but are skipped.
+        victims = self._choose_victims(job, (r for _, r in itertools.islice(ranked, n)
+                                             if r.state is _RUNNING and r.attempt_start < now))
+        if victims is None:
+            state.preempt_failed[key] = n
+            return False
+        for v in victims:
+            self._preempt_job(v, now)
+        counts, level = self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
+        self._start(job, counts, level, now)
+        return True
+
+    def _choose_victims(self, job: Job, candidates):
+        """The fewest candidates (least important first) whose GPUs let ``job`` start; None if none do.
+
+        Frees candidates tentatively until the job fits, then gives back those
+        it does not need (most important first). Leaves the cluster unchanged.
+        """
+        cluster, used = self.cluster, self.vc_used
+
+        def fits():
+            return self.admissible(job) and \
+                self.placement.choose(cluster, job.gpus_now, job.min_level, job.level) is not None
+
+        def release(v):
+            cluster.release(v.idx, v.alloc)
+            used[v.vc] -= v.gpus_now
+
+        def restore(v):
+            cluster.allocate_masks(v.idx, v.alloc)
+            used[v.vc] += v.gpus_now
+
+        released = []
+        for v in candidates:
+            release(v)
+            released.append(v)
+            if fits():
+                break
+        else:
+            for v in reversed(released):
+                restore(v)
+            return None
+        needed = []
+        for v in reversed(released):
+            restore(v)
+            if not fits():
+                release(v)
+                needed.append(v)
+        for v in needed:
+            restore(v)
+        return needed[::-1]
+
+
+class _PassState:
+    """What one scheduling pass has learned: failures stay failures until GPUs are freed."""
+
+    __slots__ = ("failed", "ranked", "preempt_failed", "nobody_preemptible")
+
+    def __init__(self):
+        self.failed = set()
+        self.ranked = None
+        self.preempt_failed = {}
+        self.nobody_preemptible = False
+
+
+class _Sampler:
+    """Cluster time series at fixed sample times (state after all events at or before each)."""
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        self.interval = sim.sample_interval_s
+        self.count = 0
+        self.next = 0.0
+        self.rows = []
+        self.vc_rows = []
+
+    def until(self, now: float) -> None:
+        c, sim = self.sim.cluster, self.sim
+        row = (c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
+               len(sim.running), len(sim.waiting))
+        vcs = tuple(sim.vc_used)
+        while self.next < now:
+            self.rows.append((self.next, *row))
+            self.vc_rows.append(vcs)
+            self.count += 1
+            self.next = self.count * self.interval
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, unit="job", desc="simulating", mininterval=1.0)

@@ -1,0 +1,101 @@
+"""Per-job simulation state (one object per job, slots for speed)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class JobState(IntEnum):
+    FUTURE = 0
+    WAITING = 1
+    RUNNING = 2
+    DONE = 3
+
+
+class Cause(IntEnum):
+    """Why a waiting job is not running (see :mod:`dlcluster.sim.engine`)."""
+
+    FAIR_SHARE = 0
+    FRAGMENTATION = 1
+    BACKOFF = 2
+
+
+CAUSE_NAMES = ("fair_share", "fragmentation", "backoff")
+
+
+class Outcome(IntEnum):
+    """How an attempt ended."""
+
+    FINISHED = 0
+    FAILED = 1
+    PREEMPTED = 2
+    MIGRATED = 3
+    PRERUN_DONE = 4
+
+
+OUTCOME_NAMES = ("finished", "failed", "preempted", "migrated", "prerun_done")
+
+
+class Job:
+    __slots__ = (
+        # fixed
+        "idx", "arrival", "num_gpus", "service", "target_work", "vc", "min_level", "fail_class",
+        # lifecycle
+        "state", "status", "in_prerun", "gpus_now", "first_start", "end_time", "early_stopped",
+        # progress of the current attempt
+        "work_left", "speed", "progress_at", "resume_at", "attempt_start", "alloc", "shape", "num_racks",
+        "attempt_level", "end_token", "end_at", "attempt_token", "fail_at",
+        # queueing
+        "key", "level", "wait_token", "cause", "cause_since", "delay", "waiting_since",
+        # policy state
+        "attained", "queue",
+        # history
+        "num_attempts", "failures", "failure_cleared", "preemptions", "migrations",
+    )
+
+    def __init__(self, idx, arrival, num_gpus, service, target_work, vc, min_level, fail_class):
+        self.idx = idx
+        self.arrival = arrival
+        self.num_gpus = num_gpus
+        self.service = service
+        self.target_work = target_work
+        self.vc = vc
+        self.min_level = min_level
+        self.fail_class = fail_class
+        self.state = JobState.FUTURE
+        self.status = None
+        self.in_prerun = False
+        self.gpus_now = num_gpus
+        self.first_start = None
+        self.end_time = None
+        self.early_stopped = False
+        self.work_left = target_work
+        self.speed = 1.0
+        self.progress_at = 0.0
+        self.resume_at = 0.0
+        self.attempt_start = 0.0
+        self.alloc = ()
+        self.shape = ()
+        self.num_racks = 0
+        self.attempt_level = 0
+        self.end_token = 0
+        self.end_at = 0.0
+        self.attempt_token = 0
+        self.fail_at = None
+        self.key = ()
+        self.level = 0
+        self.wait_token = 0
+        self.cause = None
+        self.cause_since = 0.0
+        self.delay = [0.0, 0.0, 0.0]
+        self.waiting_since = 0.0
+        self.attained = 0.0
+        self.queue = 0
+        self.num_attempts = 0
+        self.failures = 0
+        self.failure_cleared = False
+        self.preemptions = 0
+        self.migrations = 0
+
+    def __repr__(self) -> str:
+        return f"Job({self.idx}, gpus={self.num_gpus}, state={self.state.name})"

@@ -1,0 +1,100 @@
+"""Gandiva-style migration: defragment for waiting jobs, consolidate spread jobs.
+
+Two uses of moving running jobs (paper implications 1 and 2):
+
+* **defragment**: a waiting job that fits on one server but finds no server
+  with enough free GPUs (while enough are free in total) gets one: the
+  simulator moves single-server jobs off the server needing the fewest moved
+  GPUs, each to the best-fitting other server;
+* **consolidate**: when capacity is freed, a running job spread wider than it
+  must be (more servers or racks than its size needs) and with at least
+  ``min_remaining_s`` of work left moves to a tighter placement, if one exists.
+
+A moved job makes no progress for ``cost_s`` (checkpoint and restore; 60 s is
+an assumption) and its move is recorded as a new attempt (outcome
+``migrated``), as Philly records each placement as an attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .placement import Locality
+
+
+@dataclass(frozen=True)
+class Migration:
+    cost_s: float = 60.0
+    defragment: bool = True
+    consolidate: bool = True
+    min_remaining_s: float = 3600.0
+
+    def __post_init__(self):
+        if not self.cost_s >= 0:
+            raise ValueError(f"migration: cost_s must be >= 0, got {self.cost_s!r}")
+        if not self.min_remaining_s >= 0:
+            raise ValueError(f"migration: min_remaining_s must be >= 0, got {self.min_remaining_s!r}")
+
+    def make_room(self, sim, job, now: float) -> bool:
+        """Free one server for ``job`` by moving single-server jobs away; start it there."""
+        cluster = sim.cluster
+        g = job.gpus_now
+        if job.min_level != Locality.SERVER or not sim.admissible(job):
+            return False
+        free, cap, jobs_on, jobs = cluster.free, cluster.cap, cluster.jobs_on, sim.jobs
+        options = []
+        for s in range(len(cap)):
+            if cap[s] < g:
+                continue
+            movable = sorted(((mask.bit_count(), o) for o, mask in jobs_on[s].items()
+                              if len(jobs[o].alloc) == 1), reverse=True)
+            gained, moves = free[s], []
+            for k, o in movable:
+                if gained >= g:
+                    break
+                gained += k
+                moves.append((k, o))
+            if gained >= g:
+                options.append((sum(k for k, _ in moves), len(moves), s, moves))
+        for _, _, s, moves in sorted(options, key=lambda o: o[:3]):
+            plan = self._destinations(cluster, s, [k for k, _ in moves])
+            if plan is None:
+                continue
+            for (k, o), dest in zip(moves, plan):
+                sim.move(jobs[o], [(dest, k)], Locality.SERVER, now, self.cost_s)
+            sim._start(job, [(s, g)], Locality.SERVER, now)
+            return True
+        return False
+
+    @staticmethod
+    def _destinations(cluster, source: int, sizes: list[int]):
+        """Best-fit servers (not ``source``) for jobs of these sizes, in order; None if one has no room."""
+        free = list(cluster.free)
+        plan = []
+        for k in sizes:
+            candidates = [t for t in range(len(free)) if t != source and free[t] >= k]
+            if not candidates:
+                return None
+            dest = min(candidates, key=lambda t: (free[t], t))
+            free[dest] -= k
+            plan.append(dest)
+        return plan
+
+    def improve_locality(self, sim, now: float) -> bool:
+        """Move long-running spread jobs to tighter placements; True if any moved."""
+        moved = False
+        cluster = sim.cluster
+        for job in sorted(sim.spread_running.values(), key=lambda j: j.idx):
+            if job.in_prerun or sim.remaining_work(job, now) < self.min_remaining_s:
+                continue
+            if job.attempt_level <= job.min_level:
+                continue
+            cluster.release(job.idx, job.alloc)
+            choice = sim.placement.choose(cluster, job.gpus_now, job.min_level, job.attempt_level - 1)
+            cluster.allocate_masks(job.idx, job.alloc)
+            if choice is None:
+                continue
+            counts, level = choice
+            sim.move(job, counts, level, now, self.cost_s)
+            moved = True
+        return moved

@@ -1,0 +1,93 @@
+"""The scheduling-policy interface: order the queue, and (optionally) preempt.
+
+A policy decides *which job goes first*; a placement (:mod:`..placement`)
+decides *which GPUs*. The simulator keeps the cluster and job state and calls:
+
+* ``on_enqueue(job, now, sim)`` when a job starts waiting (arrival, retry,
+  preemption): set ``job.key`` (smaller runs first; it must not change while
+  the job waits) and ``job.level`` (the loosest locality it accepts now);
+* ``on_wait(job, now, sim)`` when the job is still waiting after the pass of
+  its enqueue time (e.g. start a back-off timer);
+* ``on_start(job, now, sim)`` / ``on_stop(job, now, sim)`` when an attempt
+  starts (e.g. schedule demotions) or ends, ``on_speed_change(job, now, sim)``
+  when a running job's speed (hence ``job.end_at``) changes;
+* ``on_relax`` / ``on_demote`` for the timer events the policy scheduled;
+* when ``preemptive`` is true: ``ranked_running(now, sim)`` (running jobs as
+  ``(key, job)``, least important first; by default by ``job.key``) and
+  ``preempts(waiting_key, running_key, now)``, which must hold for a prefix of
+  that ranking.
+
+Locality handling is shared: ``strict`` keeps the tightest level the job can
+ever get, ``any`` accepts any spread (placement still tries tight levels
+first), ``relax`` starts strict and loosens one level every ``relax_after_s``
+seconds of waiting (Philly's back-off). Waiting while a looser placement exists
+is attributed to back-off.
+"""
+
+from __future__ import annotations
+
+from ..events import EventKind
+from ..placement import Locality
+
+LOCALITY_MODES = ("strict", "relax", "any")
+_ANYWHERE = int(Locality.ANYWHERE)
+
+
+class SchedulingPolicy:
+    name = "base"
+    preemptive = False
+    default_placement = "best_fit"
+    default_locality = "strict"
+
+    def __init__(self, locality: str | None = None, relax_after_s: float = 180.0):
+        locality = locality or self.default_locality
+        if locality not in LOCALITY_MODES:
+            raise ValueError(f"{self.name}: locality must be one of {LOCALITY_MODES}, got {locality!r}")
+        if not relax_after_s > 0:
+            raise ValueError(f"{self.name}: relax_after_s must be > 0, got {relax_after_s!r}")
+        self.locality = locality
+        self.relax_after_s = float(relax_after_s)
+
+    @property
+    def relaxes(self) -> bool:
+        return self.locality == "relax"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(locality={self.locality!r})"
+
+    def prepare(self, sim) -> None:
+        """Called once before the run (e.g. to learn the service distribution)."""
+
+    def queue_key(self, job, now: float):
+        raise NotImplementedError
+
+    def on_enqueue(self, job, now: float, sim) -> None:
+        job.key = self.queue_key(job, now)
+        job.level = _ANYWHERE if self.locality == "any" else job.min_level
+
+    def on_wait(self, job, now: float, sim) -> None:
+        if self.locality == "relax" and job.level < _ANYWHERE:
+            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+
+    def on_relax(self, job, now: float, sim) -> None:
+        sim.set_level(job, job.level + 1)
+        if job.level < _ANYWHERE:
+            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+
+    def on_start(self, job, now: float, sim) -> None:
+        """Called when an attempt starts running."""
+
+    def on_stop(self, job, now: float, sim) -> None:
+        """Called when an attempt ends (finished, failed, preempted, migrated)."""
+
+    def on_speed_change(self, job, now: float, sim) -> None:
+        """Called when a running job's speed changed (neighbours came or went)."""
+
+    def on_demote(self, job, now: float, sim) -> None:
+        raise NotImplementedError(f"{self.name} schedules no demotions")
+
+    def ranked_running(self, now: float, sim) -> list:
+        return sorted(((r.key, r) for r in sim.running.values()), key=lambda item: item[0], reverse=True)
+
+    def preempts(self, waiting_key, running_key, now: float) -> bool:
+        return False
