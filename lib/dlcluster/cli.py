@@ -145,16 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", default="*.log")
     p.set_defaults(func=_classify_logs)
 
-    _register_optional(sub)
+    _register_simulator(sub)
     return parser
 
 
-def _register_optional(sub) -> None:
-    """Subcommands that live in their own modules (simulator, benchmarks)."""
-    import importlib.util
-    if importlib.util.find_spec("dlcluster.sim.cli") is not None:  # TODO(lead): unconditional once sim lands
-        from .sim import cli as sim_cli
-        sim_cli.add_parser(sub)
+def _register_simulator(sub) -> None:
+    """The simulator's subcommand lives with the simulator."""
+    from .sim import cli as sim_cli
+    sim_cli.add_parser(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
