@@ -26,7 +26,7 @@ def trace(raw):
 def test_it_says_it_is_synthetic(raw, trace):
     meta = json.loads((raw / "metadata.json").read_text())
     assert meta["synthetic"] is True and "NEVER results" in meta["purpose"]
-    assert trace.describe_source(trace.jobs["source"].iloc[0])["label"].startswith("SIMULATED")
+    assert trace.describe_source(trace.jobs["source"].iloc[0])["label"].startswith("SYNTHETIC")
     assert (raw / "SYNTHETIC.md").read_text().startswith("# SYNTHETIC trace: not real Philly data")
     assert "SYNTHETIC" in (raw / "README.md").read_text()
 

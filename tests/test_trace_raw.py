@@ -139,3 +139,13 @@ def test_wrong_util_header_is_named(tmp_path, raw_small):
 def test_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="raw Philly format"):
         load_trace(tmp_path / "nope")
+
+
+def test_simulated_runs_are_labelled(tmp_path, raw_small):
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(raw_small, run)
+    (run / "metadata.json").write_text(json.dumps({"simulated": True}))
+    tr = load_trace(run)
+    assert tr.describe_source("run")["label"] == "SIMULATED run (run)"
+    assert load_trace(raw_small).describe_source("raw_small")["label"].startswith("raw-format directory")
