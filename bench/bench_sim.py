@@ -2,8 +2,9 @@
 
 For each policy: the replay (1x), the same workload repeated 4 times back to
 back (4x jobs and time at the same load: cost should grow linearly), and the
-replay with arrivals compressed 3x (3x the load, so queues form and preemptive
-policies preempt). Also Philly with migration, and with failures and pre-runs.
+replay with arrivals compressed 8x (8x the load: the cluster saturates, queues
+of thousands form and preemptive policies preempt; a stress test). Also Philly
+with migration, and with failures and pre-runs.
 
 Reports wall and CPU seconds of the whole ``simulate`` call (setup, event
 loop, result tables), events, events per CPU second. The machine is shared:
@@ -51,9 +52,9 @@ def main() -> None:
     cases = [(p, "1x", w, {}) for p in sorted(POLICIES)]
     if not args.quick:
         four = w.tile(4)
-        heavy = replace(w, arrival_s=w.arrival_s / 3.0)
+        heavy = replace(w, arrival_s=w.arrival_s / 8.0)
         cases += [(p, "4x", four, {}) for p in sorted(POLICIES)]
-        cases += [(p, "load x3", heavy, {}) for p in sorted(POLICIES)]
+        cases += [(p, "load x8", heavy, {}) for p in sorted(POLICIES)]
         cases += [("philly", "1x +migration", w, {"migration": Migration()}),
                   ("philly", "1x +failures,prerun", w, {"failures": default_failure_model(), "retry": "prerun"})]
     rows = []

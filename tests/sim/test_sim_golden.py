@@ -230,3 +230,18 @@ def test_impossible_jobs_are_rejected_and_reported():
     r = run([("A", 0, 2, 10)], TWO_BY_FOUR, "fifo", vcs=["nobody"], quotas={}, lending=False)
     assert job(r, "A")["status"] == "Rejected"
     assert r.summary["vcs_without_quota"] == ["nobody"]
+
+
+def test_delay_by_cause_table_by_job_size():
+    table = run(FRAGMENTING, TWO_BY_FOUR, "fifo").delay_by_cause()
+    assert list(table.index) == ["1", "2-4", "5-8", ">8"]
+    # 2-4 GPUs: A, B, C, E. C waited 25 s (fragmentation) + 20 s (fair share), E 5 s (fair share).
+    row = table.loc["2-4"]
+    assert row[["jobs", "jobs_waited", "mean_wait_s"]].tolist() == [4, 2, 12.5]
+    assert row[["fair_share_share", "fragmentation_share", "paper_fragmentation_share"]].tolist() == [0.5, 0.5, 0.5]
+    assert table.loc["1", "jobs_waited"] == 0
+
+
+def test_progress_bar_can_be_shown(capsys):
+    run([("A", 0, 1, 10)], TWO_BY_FOUR, "fifo", progress=True)
+    assert "simulating" in capsys.readouterr().err

@@ -60,8 +60,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_inputs(args):
     """Workload, topology and quotas from the command-line arguments."""
-    from dataclasses import replace
-
     from . import (assign_convergence, generate_workload, parse_spec, quotas_from_table, topology_from_machines,
                    workload_from_trace)
 

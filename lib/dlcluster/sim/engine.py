@@ -50,7 +50,7 @@ from .cluster import ClusterState
 from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
 from .jobs import Cause, Job, JobState, Outcome
-from .placement import Locality, make_placement
+from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
 from .results import SimResult
 from .slowdown import default_slowdown_model, no_slowdown
@@ -59,7 +59,7 @@ from .workload import Workload
 
 _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
 _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
-_SERVER, _ANYWHERE = int(Locality.SERVER), int(Locality.ANYWHERE)
+_SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
 _FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
 _INF = float("inf")
 
@@ -154,17 +154,13 @@ class Simulator:
             self.failure_classes = self.failure_model.classes
             job_class = self.draws.job_class
         gpus = w.num_gpus.astype(np.int64)
-        min_level = np.where(gpus <= c.max_cap, 0, np.where(gpus <= c.max_rack_cap, 1, 2))
+        min_level = np.where(gpus <= c.max_cap, _SERVER, np.where(gpus <= c.max_rack_cap, _RACK, _ANYWHERE))
         self.jobs = [Job(i, a, g, s, t, v, m, f) for i, (a, g, s, t, v, m, f) in enumerate(zip(
             w.arrival_s.astype(float).tolist(), gpus.tolist(), w.service_s.astype(float).tolist(),
             target.tolist(), self.job_vc.tolist(), min_level.tolist(), job_class.tolist()))]
         order = np.lexsort((np.arange(len(w)), w.arrival_s))
         self._arrival_times = w.arrival_s[order].astype(float).tolist()
         self._arrival_order = order.tolist()
-
-    def min_level_for(self, gpus: int) -> int:
-        c = self.cluster
-        return 0 if gpus <= c.max_cap else (1 if gpus <= c.max_rack_cap else 2)
 
     # -------------------------------------------------------- services to policies
     def schedule(self, when: float, kind: EventKind, job: Job, token: int) -> None:
@@ -260,7 +256,7 @@ class Simulator:
         if job.in_prerun:
             self._stop(job, now, Outcome.PRERUN_DONE)
             job.in_prerun, job.gpus_now = False, job.num_gpus
-            job.min_level = self.min_level_for(job.num_gpus)
+            job.min_level = int(best_feasible_level(job.num_gpus, self.cluster.max_cap, self.cluster.max_rack_cap))
             job.work_left = job.target_work
             self._enqueue(job, now)
             return
@@ -298,7 +294,7 @@ class Simulator:
     def _enqueue(self, job: Job, now: float) -> None:
         job.state = _WAITING
         job.wait_token += 1
-        job.waiting_since = job.cause_since = now
+        job.cause_since = now
         job.cause = None
         self.policy.on_enqueue(job, now, self)
         self._add_waiting(job)
@@ -420,8 +416,7 @@ class Simulator:
     def _schedule_end(self, job: Job, now: float) -> None:
         job.end_token += 1
         begin = job.resume_at if job.resume_at > now else now
-        job.end_at = begin + job.work_left / job.speed
-        heapq.heappush(self._heap, (job.end_at, _END, self._seq, job.idx, job.end_token))
+        heapq.heappush(self._heap, (begin + job.work_left / job.speed, _END, self._seq, job.idx, job.end_token))
         self._seq += 1
 
     def _speed_of(self, job: Job) -> float:
@@ -444,18 +439,21 @@ class Simulator:
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
         """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
-        jobs, jobs_on, me = self.jobs, self.cluster.jobs_on, job.idx
-        for s, _ in job.alloc:
-            for other in jobs_on[s]:
-                if other == me:
-                    continue
-                o = jobs[other]
-                speed = self._speed_of(o)
-                if speed != o.speed:
-                    self._advance(o, now)
-                    o.speed = speed
-                    self._schedule_end(o, now)
-                    self.policy.on_speed_change(o, now, self)
+        jobs_on, me = self.cluster.jobs_on, job.idx
+        if len(job.alloc) == 1:
+            neighbours = jobs_on[job.alloc[0][0]]
+        else:
+            neighbours = dict.fromkeys(o for s, _ in job.alloc for o in jobs_on[s])
+        jobs = self.jobs
+        for other in neighbours:
+            if other == me:
+                continue
+            o = jobs[other]
+            speed = self._speed_of(o)
+            if speed != o.speed:
+                self._advance(o, now)
+                o.speed = speed
+                self._schedule_end(o, now)
 
     # ------------------------------------------------------------ scheduling
     def _pass(self, now: float) -> None:
@@ -463,14 +461,18 @@ class Simulator:
         touched = self._new
         self._new = []
         self._capacity_freed = self._priorities_changed = False
-        if full:
-            self._place_all(now)
-        else:
-            self._place_jobs(touched, now)
+        if self.waiting:
+            if full:
+                self._place_all(now)
+            else:
+                self._place_jobs(touched, now)
         if self.migration is not None and full and self.migration.consolidate:
             self.migration.improve_locality(self, now)
+        # Preemption may free more GPUs than the preemptor takes: let waiting jobs have them. Each preemption
+        # replaces a running job by a strictly higher-ranked one, so this settles; the guard catches policies
+        # that break that rule.
         rounds = 0
-        while self._capacity_freed:  # preemption freed more than it used: let waiting jobs have it
+        while self._capacity_freed and self.waiting:
             self._capacity_freed = False
             self._place_all(now)
             rounds += 1

@@ -44,9 +44,9 @@ class Job:
         "state", "status", "in_prerun", "gpus_now", "first_start", "end_time", "early_stopped",
         # progress of the current attempt
         "work_left", "speed", "progress_at", "resume_at", "attempt_start", "alloc", "shape", "num_racks",
-        "attempt_level", "end_token", "end_at", "attempt_token", "fail_at",
+        "attempt_level", "end_token", "attempt_token", "fail_at",
         # queueing
-        "key", "level", "wait_token", "cause", "cause_since", "delay", "waiting_since",
+        "key", "level", "wait_token", "cause", "cause_since", "delay",
         # policy state
         "attained", "queue",
         # history
@@ -79,7 +79,6 @@ class Job:
         self.num_racks = 0
         self.attempt_level = 0
         self.end_token = 0
-        self.end_at = 0.0
         self.attempt_token = 0
         self.fail_at = None
         self.key = ()
@@ -88,7 +87,6 @@ class Job:
         self.cause = None
         self.cause_since = 0.0
         self.delay = [0.0, 0.0, 0.0]
-        self.waiting_since = 0.0
         self.attained = 0.0
         self.queue = 0
         self.num_attempts = 0

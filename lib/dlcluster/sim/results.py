@@ -40,6 +40,27 @@ class SimResult:
     epoch: pd.Timestamp
     attempt_gpus: list = field(repr=False, default_factory=list)
 
+    def delay_by_cause(self) -> pd.DataFrame:
+        """Waiting time by cause per job-size bucket (1, 2-4, 5-8, >8 GPUs): the ground truth for Table 2.
+
+        Columns: jobs, jobs that waited, mean wait (s), the share of waiting
+        time per cause, and ``paper_fragmentation_share`` = fragmentation +
+        back-off (the paper's two-way split).
+        """
+        from ..trace.schema import SIZE_BUCKETS, size_bucket
+
+        ran = self.jobs[self.jobs["status"] != "Rejected"]
+        causes = [f"delay_{name}_s" for name in CAUSE_NAMES]
+        grouped = ran.groupby(size_bucket(ran["num_gpus"]), observed=False)
+        table = pd.DataFrame({"jobs": grouped.size(), "jobs_waited": grouped["wait_s"].apply(lambda w: int((w > 0).sum())),
+                              "mean_wait_s": grouped["wait_s"].mean()})
+        totals = grouped[causes].sum()
+        waited = totals.sum(axis=1).replace(0.0, np.nan)
+        for name, column in zip(CAUSE_NAMES, causes):
+            table[f"{name}_share"] = totals[column] / waited
+        table["paper_fragmentation_share"] = table["fragmentation_share"] + table["backoff_share"]
+        return table.reindex(list(SIZE_BUCKETS)).rename_axis("size")
+
     def placements(self) -> pd.DataFrame:
         """One row per GPU of each attempt: jobid, attempt, machine, gpu (like the trace's placements)."""
         names = self.topology.server_names
@@ -126,13 +147,14 @@ class SimResult:
 
 def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end_time: float) -> dict:
     started = jobs[jobs["first_start_s"].notna()]
+    ran = jobs[jobs["status"] != "Rejected"]
     delays = {name: float(jobs[f"delay_{name}_s"].sum()) for name in CAUSE_NAMES}
     total_delay = sum(delays.values())
     cap = sim.topology.total_gpus
     return {
         "policy": repr(sim.policy), "placement": repr(sim.placement), "lending": sim.lending,
         "workload": sim.workload.source, "topology": sim.topology.describe(), "seed": sim.seed,
-        "jobs": len(jobs), "status": jobs["status"].value_counts().to_dict(),
+        "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts().items()},
         "early_stopped": int(jobs["early_stopped"].sum()),
         "events": sim.events_processed, "wall_s": wall_s,
         "events_per_s": sim.events_processed / wall_s if wall_s > 0 else float("nan"),
@@ -140,7 +162,7 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "queueing_delay_s": {"mean": float(started["queueing_delay_s"].mean()),
                              "median": float(started["queueing_delay_s"].median()),
                              "p95": float(started["queueing_delay_s"].quantile(0.95))},
-        "jct_s": {"mean": float(jobs["jct_s"].mean()), "median": float(jobs["jct_s"].median())},
+        "jct_s": {"mean": float(ran["jct_s"].mean()), "median": float(ran["jct_s"].median())},
         "wait_by_cause_s": delays,
         "wait_share_by_cause": {k: (v / total_delay if total_delay else 0.0) for k, v in delays.items()},
         "gpu_time_s": float(jobs["gpu_time_s"].sum()),
@@ -150,5 +172,5 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "attempts": len(attempts),
         "vcs_without_quota": sim.vcs_without_quota,
         "workload_excluded": dict(sim.workload.excluded),
-        "rejections": pd.Series(sim.rejections, dtype=object).value_counts().to_dict(),
+        "rejections": {k: int(v) for k, v in pd.Series(sim.rejections, dtype=object).value_counts().items()},
     }

@@ -76,7 +76,8 @@ class Topology:
     def describe(self) -> str:
         sizes = pd.Series(self.server_gpus).value_counts().sort_index(ascending=False)
         mix = ", ".join(f"{n}x{g}" for g, n in sizes.items())
-        text = f"{self.num_servers} servers ({mix} GPUs), {self.total_gpus} GPUs, {self.num_racks} racks"
+        racks = f"{self.num_racks} rack" + ("s" if self.num_racks != 1 else "")
+        text = f"{self.num_servers} servers ({mix} GPUs), {self.total_gpus} GPUs, {racks}"
         if self.excluded:
             text += "; excluded: " + ", ".join(f"{v} {k}" for k, v in self.excluded.items())
         return text

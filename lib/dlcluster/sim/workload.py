@@ -68,16 +68,20 @@ class Workload:
     def span_s(self) -> float:
         return float(self.arrival_s.max() - self.arrival_s.min()) if len(self) else 0.0
 
+    def _per_job_fields(self) -> dict:
+        fields = {"jobid": self.jobid, "vc": self.vc, "user": self.user, "arrival_s": self.arrival_s,
+                  "num_gpus": self.num_gpus, "service_s": self.service_s}
+        for name in ("fail_class", "converge_frac"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
+        return fields
+
     def take(self, index) -> "Workload":
         """The jobs at ``index`` (positions or boolean mask), in that order."""
         index = np.asarray(index)
         if index.dtype == bool:
             index = np.flatnonzero(index)
-        opt = lambda a: None if a is None else a[index]  # noqa: E731
-        return replace(self, jobid=self.jobid[index], vc=self.vc[index], user=self.user[index],
-                       arrival_s=self.arrival_s[index], num_gpus=self.num_gpus[index],
-                       service_s=self.service_s[index], fail_class=opt(self.fail_class),
-                       converge_frac=opt(self.converge_frac))
+        return replace(self, **{name: values[index] for name, values in self._per_job_fields().items()})
 
     def tile(self, copies: int) -> "Workload":
         """``copies`` back-to-back repetitions, each shifted by the arrival span plus one day.
@@ -88,23 +92,12 @@ class Workload:
         if copies < 1:
             raise ValueError(f"tile: copies must be >= 1, got {copies}")
         shift = self.span_s + 86400.0
-        parts = [self] + [replace(self, jobid=np.array([f"{j}-copy{k}" for j in self.jobid], dtype=object),
-                                  arrival_s=self.arrival_s + k * shift) for k in range(1, copies)]
-        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-        opt = lambda name: None if getattr(self, name) is None else cat(name)  # noqa: E731
-        return replace(self, jobid=cat("jobid"), vc=cat("vc"), user=cat("user"), arrival_s=cat("arrival_s"),
-                       num_gpus=cat("num_gpus"), service_s=cat("service_s"), fail_class=opt("fail_class"),
-                       converge_frac=opt("converge_frac"), source=f"{self.source} x{copies}")
-
-    def to_frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame({"jobid": self.jobid, "vc": self.vc, "user": self.user,
-                              "arrival_s": self.arrival_s, "num_gpus": self.num_gpus,
-                              "service_s": self.service_s})
-        if self.fail_class is not None:
-            frame["fail_class"] = self.fail_class
-        if self.converge_frac is not None:
-            frame["converge_frac"] = self.converge_frac
-        return frame
+        fields = self._per_job_fields()
+        tiled = {name: np.concatenate([values] * copies) for name, values in fields.items()}
+        tiled["arrival_s"] = np.concatenate([self.arrival_s + k * shift for k in range(copies)])
+        tiled["jobid"] = np.concatenate([self.jobid] + [np.array([f"{j}-copy{k}" for j in self.jobid], dtype=object)
+                                                        for k in range(1, copies)])
+        return replace(self, **tiled, source=f"{self.source} x{copies}")
 
 
 def _check(jobid, bad, name, what):
@@ -192,11 +185,11 @@ def generate_workload(num_jobs: int, *, seed: int = 0, mean_interarrival_s: floa
                       size_mix: dict[int, float] | None = None, median_service_s: float = 1150.0,
                       service_sigma: float = 2.4, max_service_s: float = 30 * 86400.0,
                       vcs: tuple[str, ...] = ("vc0", "vc1", "vc2", "vc3"), users_per_vc: int = 8,
-                      epoch: str = "2017-10-01 07:00:00+00:00") -> Workload:
+                      epoch: str = "2017-10-01 07:00:00") -> Workload:
     """Synthetic jobs: Poisson arrivals, sizes from ``size_mix``, log-normal service times.
 
     VCs are drawn with Zipf-like weights (1, 1/2, 1/3, ...), users uniformly
-    within a VC. Deterministic for a given ``seed``.
+    within a VC; ``epoch`` is a UTC time. Deterministic for a given ``seed``.
     """
     if num_jobs < 1:
         raise ValueError(f"generate_workload: num_jobs must be >= 1, got {num_jobs}")
@@ -217,5 +210,5 @@ def generate_workload(num_jobs: int, *, seed: int = 0, mean_interarrival_s: floa
     return Workload(jobid=np.array([f"gen-{i:06d}" for i in range(num_jobs)], dtype=object),
                     vc=np.array(vcs, dtype=object)[vc_index],
                     user=np.array([f"{vcs[v]}-u{u}" for v, u in zip(vc_index, user_index)], dtype=object),
-                    arrival_s=arrival, num_gpus=gpus, service_s=service, epoch=pd.Timestamp(epoch),
+                    arrival_s=arrival, num_gpus=gpus, service_s=service, epoch=pd.Timestamp(epoch, tz="UTC"),
                     source=f"generated(seed={seed})")

@@ -9,8 +9,7 @@ decides *which GPUs*. The simulator keeps the cluster and job state and calls:
 * ``on_wait(job, now, sim)`` when the job is still waiting after the pass of
   its enqueue time (e.g. start a back-off timer);
 * ``on_start(job, now, sim)`` / ``on_stop(job, now, sim)`` when an attempt
-  starts (e.g. schedule demotions) or ends, ``on_speed_change(job, now, sim)``
-  when a running job's speed (hence ``job.end_at``) changes;
+  starts (e.g. schedule demotions) or ends;
 * ``on_relax`` / ``on_demote`` for the timer events the policy scheduled;
 * when ``preemptive`` is true: ``ranked_running(now, sim)`` (running jobs as
   ``(key, job)``, least important first; by default by ``job.key``) and
@@ -79,9 +78,6 @@ class SchedulingPolicy:
 
     def on_stop(self, job, now: float, sim) -> None:
         """Called when an attempt ends (finished, failed, preempted, migrated)."""
-
-    def on_speed_change(self, job, now: float, sim) -> None:
-        """Called when a running job's speed changed (neighbours came or went)."""
 
     def on_demote(self, job, now: float, sim) -> None:
         raise NotImplementedError(f"{self.name} schedules no demotions")

@@ -1,0 +1,295 @@
+"""The entry page of the reports, ``reports/<config>/index.html``.
+
+``make reports`` ends with :func:`write_index`: for every executed notebook,
+its key results beside the paper's published values (with provenance tags),
+its figures and a link to its HTML report; then the data sources, the exact
+command, the parameters and the package versions.
+
+Which of a notebook's results pair with which published value is the
+notebook's call: it lists *comparisons* in its ``results.json``, the rows it
+gives :func:`dlcluster.reference.published_vs_ours`
+(``{"what", "ours", "key", "data"}``), under ``"comparisons"``.
+:func:`add_comparisons` writes them; the index renders them with
+``published_vs_ours``, so the published column and its provenance always come
+from ``data/reference/atc19.yaml``. A notebook without comparisons shows its
+key results only, and says so.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import platform
+import shlex
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .paths import data_dir, repo_root
+from .reference import load_reference, published_vs_ours
+from .report import atomic_write_text
+
+#: Packages whose versions the index lists (those the notebooks and the simulator run on).
+PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
+            "PyYAML", "papermill", "nbclient", "nbconvert", "ipykernel", "dask", "distributed")
+COMPARISON_FIELDS = ("what", "ours", "key", "data")
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:72em;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.6em} h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em} td,th{padding:3px 9px;border-bottom:1px solid #e3e3e3;
+text-align:left;vertical-align:top} th{background:#f4f4f4} code{background:#f4f4f4;padding:0 3px}
+.tag{display:inline-block;padding:0 6px;border-radius:8px;font-size:.8em;color:#fff}
+.tag.quoted{background:#2e7d32}.tag.summary{background:#1565c0}.tag.trace{background:#6d4c41}
+.tag.none{background:#9e9e9e} .warn{color:#b71c1c} .figs img{max-width:23em;margin:.3em;border:1px solid #ddd}
+details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
+"""
+
+
+# --------------------------------------------------------------------------- the writing side
+
+
+def comparison_rows(rows: list[dict]) -> list[dict]:
+    """Comparison rows in the form stored in results.json (checked; ``ours`` as a number or text)."""
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "what" not in row or "ours" not in row:
+            raise ValueError(f"comparison row {i}: expected a dict with at least 'what' and 'ours', got {row!r}")
+        unknown = set(row) - set(COMPARISON_FIELDS)
+        if unknown:
+            raise ValueError(f"comparison row {i} ({row['what']!r}): unknown field(s) {sorted(unknown)}")
+        ours = row["ours"]
+        if hasattr(ours, "item"):
+            ours = ours.item()
+        if not isinstance(ours, (int, float, str)) or isinstance(ours, bool):
+            ours = str(ours)
+        out.append({"what": str(row["what"]), "ours": ours, "key": row.get("key"), "data": str(row.get("data", ""))})
+    return out
+
+
+def add_comparisons(results_path: str | Path, rows: list[dict]) -> pd.DataFrame:
+    """Store ``rows`` as the notebook's comparisons in its results.json (atomically); return the rendered table.
+
+    Call it right after ``Report.write()`` with the rows given to
+    ``published_vs_ours``. (A ``Report.compare(rows)`` storing them before
+    ``write()`` would make this step part of the report; see the module docstring.)
+    """
+    results_path = Path(results_path)
+    doc = json.loads(results_path.read_text())
+    doc["comparisons"] = comparison_rows(rows)
+    atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True))
+    return published_vs_ours(rows)
+
+
+# --------------------------------------------------------------------------- the reading side
+
+
+def _esc(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _table(frame: pd.DataFrame, raw_columns: tuple[str, ...] = ()) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{v if c in raw_columns else _esc(v)}</td>" for c, v in row.items())
+                   + "</tr>" for _, row in frame.iterrows())
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _tag(provenance: str) -> str:
+    word = provenance.split(" ", 1)[0] if provenance else ""
+    css = word if word in ("quoted", "summary", "trace") else "none"
+    return f"<span class='tag {css}'>{_esc(provenance or 'not published here')}</span>"
+
+
+def read_results(path: Path) -> tuple[dict | None, str]:
+    """A notebook's results.json, or None and why it cannot be used."""
+    if not path.exists():
+        return None, f"no {path.name}: the notebook failed or wrote none"
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        return None, f"{path} is not valid JSON ({exc})"
+    if not isinstance(doc, dict) or not isinstance(doc.get("results", {}), dict):
+        return None, f"{path}: expected an object with a 'results' mapping"
+    return doc, ""
+
+
+def comparisons_table(doc: dict) -> tuple[pd.DataFrame | None, list[str]]:
+    """The notebook's published-vs-ours table and problems found in its comparisons (never raises on bad rows)."""
+    raw = doc.get("comparisons")
+    if not raw:
+        return None, []
+    problems, rows = [], []
+    known = set(load_reference()["key"])
+    for i, row in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(row, dict) or "what" not in row or "ours" not in row:
+            problems.append(f"comparison {i} is malformed and was left out: {row!r}")
+            continue
+        if row.get("key") and row["key"] not in known:
+            problems.append(f"comparison {row['what']!r} names key {row['key']!r}, which is not in "
+                            "data/reference/atc19.yaml")
+        rows.append({f: row.get(f) for f in COMPARISON_FIELDS})
+    if not isinstance(raw, list):
+        problems.append("'comparisons' is not a list and was ignored")
+    return (published_vs_ours(rows) if rows else None), problems
+
+
+def _notebook_title(executed: Path) -> str:
+    """The first heading of the notebook's first markdown cell (else its file stem)."""
+    try:
+        doc = json.loads(executed.read_text())
+    except (OSError, json.JSONDecodeError):
+        return executed.stem
+    for cell in doc.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            source = "".join(cell.get("source", []))
+            for line in source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+            break
+    return executed.stem
+
+
+def notebook_section(out_dir: Path, executed: Path) -> tuple[str, set[str]]:
+    """HTML for one notebook and the reference keys its comparisons use."""
+    stem = executed.stem
+    report_html = out_dir / f"{stem}.html"
+    link = report_html.name if report_html.exists() else executed.name
+    parts = [f"<h2 id='{_esc(stem)}'><a href='{_esc(link)}'>{_esc(_notebook_title(executed))}</a></h2>",
+             f"<p><code>{_esc(stem)}</code> · <a href='{_esc(link)}'>full report</a></p>"]
+    doc, why = read_results(out_dir / stem / "results.json")
+    if doc is None:
+        parts.append(f"<p class='warn'>{_esc(why)}</p>")
+        return "".join(parts), set()
+    table, problems = comparisons_table(doc)
+    used = {r["key"] for r in doc.get("comparisons") or [] if isinstance(r, dict) and r.get("key")}
+    for problem in problems:
+        parts.append(f"<p class='warn'>{_esc(problem)}</p>")
+    if table is None:
+        parts.append("<p>This notebook declares no comparisons with published values; its key results:</p>")
+    else:
+        shown = table.assign(**{"this reproduction": table["this reproduction"].map(_format_value),
+                                "provenance": table["provenance"].map(_tag)})
+        parts.append("<h3>Published vs this reproduction</h3>" + _table(shown, raw_columns=("provenance",)))
+    results = doc.get("results", {})
+    descriptions = doc.get("descriptions", {})
+    if results:
+        frame = pd.DataFrame({"key": list(results), "value": [_format_value(v) for v in results.values()],
+                              "what": [descriptions.get(k, "") for k in results]})
+        parts.append(f"<details><summary>All {len(frame)} key results</summary>{_table(frame)}</details>")
+    figures = [f for f in doc.get("figures", []) if isinstance(f, dict) and f.get("path")]
+    if figures:
+        images = "".join(f"<a href='{_esc(stem)}/{_esc(f['path'])}'><img src='{_esc(stem)}/{_esc(f['path'])}' "
+                         f"alt='{_esc(f.get('name', ''))}' title='Data: {_esc(f.get('data', ''))}'></a>"
+                         for f in figures)
+        data = sorted({f.get("data", "") for f in figures if f.get("data")})
+        parts.append(f"<details><summary>{len(figures)} figures</summary><div class='figs'>{images}</div>"
+                     + "<p>Data: " + "; ".join(_esc(d) for d in data) + "</p></details>")
+    return "".join(parts), used
+
+
+def package_versions(names=PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_revision() -> str:
+    """The commit of the repository (with '+ uncommitted changes' when dirty), or why it is unknown."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
+                                check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=repo_root(), capture_output=True, text=True,
+                               check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout, or git is missing)"
+    return commit + (" + uncommitted changes" if dirty else "")
+
+
+def data_section(params: dict) -> str:
+    """The data sources: data/README.md rendered, and the manifest (sha256 of inputs) of the configured trace."""
+    import mistune
+
+    readme = data_dir() / "README.md"
+    parts = ["<h2 id='data'>Data sources</h2>"]
+    if readme.exists():
+        parts.append(f"<details open><summary>data/README.md</summary>{mistune.html(readme.read_text())}</details>")
+    else:
+        parts.append(f"<p class='warn'>{_esc(readme)} is missing.</p>")
+    trace = str(params.get("trace", "public"))
+    manifest = {"public": data_dir() / "public" / "manifest.json",
+                "philly": data_dir() / "philly" / "manifest.json"}.get(trace)
+    if manifest is not None and manifest.exists():
+        inputs = json.loads(manifest.read_text()).get("inputs", {})
+        frame = pd.DataFrame([{"input": k, "file": v.get("path", ""), "sha256": v.get("sha256", "")}
+                              for k, v in inputs.items()])
+        parts.append(f"<p>Inputs of the <code>{_esc(trace)}</code> trace tables "
+                     f"(<code>{_esc(manifest.relative_to(repo_root()))}</code>):</p>" + _table(frame))
+    elif manifest is not None:
+        parts.append(f"<p class='warn'>No manifest for trace {_esc(trace)!s} at {_esc(manifest)}.</p>")
+    else:
+        parts.append(f"<p>Trace: <code>{_esc(trace)}</code> (a raw-format directory).</p>")
+    return "".join(parts)
+
+
+def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks: list[Path],
+                command: list[str] | None = None) -> Path:
+    """Write ``<out_dir>/index.html`` for these executed notebooks (``<out_dir>/<stem>.ipynb``).
+
+    ``command``: the command line that built the reports (default: this process's ``sys.argv``).
+    """
+    from . import __version__
+
+    out_dir, params_path = Path(out_dir), Path(params_path)
+    params = (yaml.safe_load(params_path.read_text()) or {}) if params_path.exists() else {}
+    sections, used = [], set()
+    for executed in executed_notebooks:
+        section, keys = notebook_section(out_dir, Path(executed))
+        sections.append(section)
+        used |= keys
+    reference = load_reference()
+    unused = reference[~reference["key"].isin(used)]
+    contents = "".join(f"<li><a href='#{_esc(Path(nb).stem)}'>{_esc(Path(nb).stem)}</a></li>"
+                       for nb in executed_notebooks)
+    argv = command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]
+    installed = package_versions()
+    versions = pd.DataFrame({"package": ["python", "dlcluster", *installed],
+                             "version": [platform.python_version(), __version__, *installed.values()]})
+    unused_table = unused[["key", "item", "value", "provenance"]].assign(
+        provenance=unused["provenance"].map(_tag))
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>Philly study reproduction: {_esc(params_path.stem)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>Philly study reproduction: reports ({_esc(params_path.stem)})</h1>"
+        "<p>Jeon et al., <i>Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads</i>, "
+        "USENIX ATC 2019. Each notebook's results beside the published values; provenance tags: "
+        f"{_tag('quoted')} a sentence of the paper quoted verbatim, {_tag('summary')} stated by published "
+        f"summaries, {_tag('trace')} a fact about the released trace.</p>"
+        f"<ul>{contents}<li><a href='#data'>Data sources</a></li><li><a href='#how'>How this was built</a></li></ul>"
+        + "".join(sections)
+        + data_section(params)
+        + "<h2 id='how'>How this was built</h2>"
+        f"<p>Command: <code>{_esc(shlex.join(argv))}</code> (the same as <code>make reports "
+        f"PARAMS={_esc(params_path)}</code>)</p>"
+        f"<p>Code: commit <code>{_esc(git_revision())}</code> · {_esc(platform.platform())}</p>"
+        f"<details open><summary>Parameters ({_esc(params_path)})</summary><pre>"
+        f"{_esc(yaml.safe_dump(params, sort_keys=False))}</pre></details>"
+        f"<details><summary>Package versions</summary>{_table(versions)}</details>"
+        f"<details><summary>Published values no notebook compares yet ({len(unused)})</summary>"
+        f"{_table(unused_table, raw_columns=('provenance',))}</details>"
+        "</body></html>"
+    )
+    return atomic_write_text(out_dir / "index.html", page)

@@ -1,0 +1,246 @@
+"""Run a grid of experiment cells in parallel, once: ``expand_grid`` + ``run_sweep``.
+
+A *cell* is a flat mapping of JSON-serialisable parameters (policy, load,
+seed, ...). ``run_sweep(cells, fn, cache_dir)`` calls ``fn(cell)`` for every
+cell that is not cached yet and returns one tidy table: the rows each call
+returned, with the cell's parameters as columns, in the order of ``cells``
+(whatever order the cells finished in).
+
+* **Where it runs**: on all local cores by default (a process pool), on a
+  Dask distributed cluster when given ``scheduler_address``, or in this
+  process with ``n_jobs=1``. ``fn`` must be importable (a module-level
+  function) for the process pool and Dask.
+* **Cache**: each finished cell is stored as ``<cache_dir>/<key>.parquet``,
+  ``key`` = sha256 of the cell's parameters and the *code version* (a hash of
+  the source files of the modules that compute it, :func:`code_version`). A
+  rerun skips cached cells; editing the simulator or the experiment code
+  invalidates them. Inputs that are not code (data) belong in the parameters
+  (e.g. a fingerprint of the workload).
+* **Failures**: a cell that raises does not stop the others; when all have
+  run, :class:`SweepError` names every failed cell with its parameters and
+  traceback. Finished cells are cached, so a rerun only redoes the failures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+#: Columns run_sweep adds to each row: the cell's position in the grid and its cache key.
+CELL_COLUMNS = ("cell", "cell_key")
+
+
+class SweepError(RuntimeError):
+    """One or more cells raised; ``failures`` lists ``(params, traceback text)`` for each."""
+
+    def __init__(self, failures: list[tuple[dict, str]], total: int):
+        self.failures = failures
+        lines = [f"{len(failures)} of {total} sweep cells failed (finished cells are cached; rerun to retry):"]
+        for params, text in failures:
+            last = text.strip().splitlines()[-1] if text.strip() else "unknown error"
+            lines.append(f"  cell {json.dumps(params, sort_keys=True)}: {last}")
+        lines.append("first traceback:\n" + failures[0][1])
+        super().__init__("\n".join(lines))
+
+
+def expand_grid(axes: Mapping[str, Sequence], fixed: Mapping | None = None) -> list[dict]:
+    """Every combination of the ``axes`` values (the last axis varies fastest), each with ``fixed`` added.
+
+    ``expand_grid({"policy": ["fifo", "srtf"], "seed": [0, 1]}, {"load": 1.0})`` gives 4 cells.
+    Values must be JSON-serialisable (they form the cache key).
+    """
+    fixed = dict(fixed or {})
+    axes = dict(axes)
+    both = sorted(set(axes) & set(fixed))
+    if both:
+        raise ValueError(f"expand_grid: {both} given both as an axis and as a fixed parameter")
+    for name, values in axes.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise ValueError(f"expand_grid: axis {name!r} must be a list of values, got {values!r}")
+        if len(values) == 0:
+            raise ValueError(f"expand_grid: axis {name!r} has no values")
+    cells = [{**fixed, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+    for cell in cells:
+        _canonical(cell)
+    return cells
+
+
+def _canonical(params: Mapping) -> str:
+    try:
+        return json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sweep cell parameters must be JSON-serialisable (no NaN): {params!r}: {exc}") from None
+
+
+def _module_files(name: str) -> list[Path]:
+    module = importlib.import_module(name)
+    path = Path(module.__file__)
+    if path.name == "__init__.py":
+        return sorted(path.parent.rglob("*.py"))
+    return [path]
+
+
+def code_version(modules: Iterable[str]) -> str:
+    """sha256 over the source of these modules (a package counts with all its ``.py`` files)."""
+    digest = hashlib.sha256()
+    files = sorted({f.resolve() for name in modules for f in _module_files(name)})
+    for file in files:
+        digest.update(file.name.encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def cell_key(params: Mapping, version: str) -> str:
+    """The cache key of a cell: sha256 of its canonical JSON parameters and the code version."""
+    return hashlib.sha256(f"{_canonical(params)}\n{version}".encode()).hexdigest()
+
+
+def _call(fn: Callable, params: dict):
+    """Run one cell; never raises (so one failure does not hide the others): ('ok', frame) or ('error', text)."""
+    try:
+        out = fn(dict(params))
+        if isinstance(out, Mapping):
+            out = pd.DataFrame([out])
+        if not isinstance(out, pd.DataFrame):
+            raise TypeError(f"sweep function returned {type(out).__name__}; expected a DataFrame or a dict")
+        return "ok", out.reset_index(drop=True)
+    except Exception:  # reported with the cell's parameters by run_sweep
+        return "error", traceback.format_exc()
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _progress(total: int, cached: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=cached, unit="cell", desc="sweep", mininterval=5.0, file=sys.stderr)
+
+
+def _run_local(fn, pending, n_jobs):
+    if n_jobs == 1 or len(pending) <= 1:
+        for i, params in pending:
+            yield i, _call(fn, params)
+        return
+    import multiprocessing
+
+    # spawn: a fresh interpreter per worker, safe inside a Jupyter kernel (which has threads)
+    pool = ProcessPoolExecutor(max_workers=min(n_jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(_call, fn, params): i for i, params in pending}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:  # on an interrupt, do not wait for the cells not started yet
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_dask(fn, pending, address):
+    from distributed import Client, as_completed as dask_completed
+
+    with Client(address) as client:
+        futures = {}
+        for i, params in pending:
+            futures[client.submit(_call, fn, params, pure=False, key=f"sweep-cell-{i}-{os.getpid()}")] = i
+        for future in dask_completed(list(futures)):
+            yield futures[future], future.result()
+
+
+def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path, *,
+              code_modules: Iterable[str] | None = None, out: str | Path | None = None,
+              n_jobs: int | None = None, scheduler_address: str | None = None,
+              progress: bool = True) -> pd.DataFrame:
+    """Run ``fn`` on every cell not yet cached; return all rows, with parameters, in cell order.
+
+    ``fn(params) -> DataFrame | dict`` (a dict is one row). ``code_modules``:
+    modules whose source makes up the code version (default: ``fn``'s module
+    and this one). ``out``: also write the table to this Parquet file
+    (atomically). ``n_jobs``: local worker processes (None = all cores,
+    1 = in this process). ``scheduler_address``: run on that Dask distributed
+    scheduler instead (e.g. ``"tcp://10.0.0.5:8786"``). Parameters that are
+    lists or mappings appear in the table as JSON text.
+    """
+    cells = [dict(c) for c in cells]
+    if not cells:
+        raise ValueError("run_sweep: no cells to run")
+    if n_jobs is not None and (int(n_jobs) != n_jobs or n_jobs < 1):
+        raise ValueError(f"run_sweep: n_jobs must be a positive integer or None, got {n_jobs!r}")
+    version = code_version(list(code_modules or [fn.__module__, __name__]))
+    keys = [cell_key(c, version) for c in cells]
+    repeated = {k for k, n in Counter(keys).items() if n > 1}
+    duplicated = sorted({_canonical(c) for c, k in zip(cells, keys) if k in repeated})
+    if duplicated:
+        raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    paths = [cache_dir / f"{k}.parquet" for k in keys]
+    pending = [(i, cells[i]) for i, p in enumerate(paths) if not p.exists()]
+    workers = n_jobs or len(os.sched_getaffinity(0))
+    bar = _progress(len(cells), len(cells) - len(pending), progress)
+    failures = []
+    runs = _run_dask(fn, pending, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
+    try:
+        for i, (status, payload) in runs:
+            if status == "ok":
+                _write_parquet(payload, paths[i])
+            else:
+                failures.append((i, payload))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        runs.close()  # stops the workers now if the loop ended early (an interrupt, a failed write)
+        if bar is not None:
+            bar.close()
+    if failures:
+        failures.sort()
+        raise SweepError([(cells[i], text) for i, text in failures], len(cells))
+    table = _assemble(cells, keys, paths)
+    if out is not None:
+        _write_parquet(table, Path(out))
+    return table
+
+
+def _param_value(value):
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict, tuple)) else value
+
+
+def _assemble(cells: list[dict], keys: list[str], paths: list[Path]) -> pd.DataFrame:
+    parts = []
+    for i, (params, key, path) in enumerate(zip(cells, keys, paths)):
+        rows = pd.read_parquet(path)
+        clash = sorted(set(rows.columns) & (set(params) | set(CELL_COLUMNS)))
+        if clash:
+            raise ValueError(f"sweep cell {params}: returned column(s) {clash} that clash with its parameters")
+        head = pd.DataFrame({"cell": i, "cell_key": key, **{k: _param_value(v) for k, v in params.items()}},
+                            index=range(len(rows)))
+        parts.append(pd.concat([head, rows], axis=1))
+    return pd.concat(parts, ignore_index=True)
+
+
+def describe_cells(cells: Sequence[Mapping]) -> str:
+    """'N cells over a x b x ...' for a log line: how many values each varying parameter takes."""
+    frame = pd.DataFrame([{k: _param_value(v) for k, v in c.items()} for c in cells])
+    counts = {c: frame[c].nunique(dropna=False) for c in frame.columns}
+    varying = ", ".join(f"{k} ({n})" for k, n in counts.items() if n > 1)
+    return f"{len(cells)} cells" + (f" over {varying}" if varying else "")

@@ -1,0 +1,300 @@
+"""The design-implication experiments: workload transforms, measures, placements, CIs and sentences."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dlcluster import experiments as E
+from dlcluster.sim import FailureModel, default_failure_model, generate_workload, simulate, topology_from_spec
+from dlcluster.sim.workload import Workload
+
+EPOCH = pd.Timestamp("2017-10-03 07:00:00", tz="UTC")
+
+
+def make_workload(rows, vc="vc"):
+    """rows: (name, arrival_s, gpus, service_s)."""
+    return Workload(jobid=np.array([r[0] for r in rows], dtype=object), vc=np.array([vc] * len(rows), dtype=object),
+                    user=np.array(["u"] * len(rows), dtype=object), arrival_s=np.array([float(r[1]) for r in rows]),
+                    num_gpus=np.array([r[2] for r in rows], dtype=np.int64),
+                    service_s=np.array([float(r[3]) for r in rows]), epoch=EPOCH)
+
+
+# ----------------------------------------------------------------------------- workload transforms
+
+def test_scale_load_compresses_inter_arrival_times():
+    w = make_workload([("a", 100, 1, 10), ("b", 200, 1, 10), ("c", 400, 2, 10)])
+    assert E.scale_load(w, 2.0).arrival_s.tolist() == [100.0, 150.0, 250.0]
+    assert E.scale_load(w, 1.0) is w
+    with pytest.raises(ValueError, match="load factor must be > 0"):
+        E.scale_load(w, 0)
+
+
+def test_resample_periods_draws_whole_periods():
+    day = 86400.0
+    rows = [(f"j{d}-{k}", d * day + 1000 * k + 7 * d, 1 + d % 2, 100 + d) for d in range(6) for k in range(d + 1)]
+    rows.append(("last", 6 * day, 1, 999))  # span exactly 6 days
+    w = make_workload(rows)
+    out = E.resample_periods(w, seed=3, block_days=1.0)
+    assert E.resample_periods(w, seed=3, block_days=0) is w
+    assert out.jobid.size == len(set(out.jobid))  # unique ids although periods repeat
+    origin = {j: i for i, j in enumerate(w.jobid)}
+    source = np.array([origin[j.rsplit("~", 1)[0]] for j in out.jobid])
+    assert (out.num_gpus == w.num_gpus[source]).all() and (out.service_s == w.service_s[source]).all()
+    period = np.array([int(j.rsplit("~", 1)[1]) for j in out.jobid])
+    assert sorted(set(period)) == list(range(6))  # 6 periods of one day
+    # each new period holds exactly the jobs of one original period, at the same offsets within it
+    for k in range(6):
+        members = source[period == k]
+        original_days = {min(int(w.arrival_s[i] // day), 5) for i in members}
+        assert len(original_days) == 1
+        d = original_days.pop()
+        expected = {i for i in range(len(w.jobid)) if min(int(w.arrival_s[i] // day), 5) == d}
+        assert set(members) == expected
+        offsets = out.arrival_s[period == k] - k * day
+        assert np.allclose(np.sort(offsets), np.sort(w.arrival_s[members] - d * day))
+    again = E.resample_periods(w, seed=3, block_days=1.0)
+    assert (again.arrival_s == out.arrival_s).all() and (again.jobid == out.jobid).all()
+    other = E.resample_periods(w, seed=4, block_days=1.0)
+    assert not (len(other.jobid) == len(out.jobid) and (other.jobid == out.jobid).all())
+
+
+# ----------------------------------------------------------------------------- measures
+
+def test_measure_known_answer():
+    topo = topology_from_spec(1, 2, 4)
+    w = make_workload([("a", 0, 1, 100), ("b", 10, 8, 50)])
+    result = simulate(w, topo, "philly", quotas={"vc": 8}, slowdown=None)
+    m = E.measure(result, w).set_index("bucket")
+    assert m.loc["1", "jct_mean_s"] == 100 and m.loc["1", "queue_mean_s"] == 0
+    assert m.loc["5-8", "jct_mean_s"] == 140 and m.loc["5-8", "queue_mean_s"] == 90
+    assert m.loc["5-8", "fair_share_delay_mean_s"] == 90 and m.loc["5-8", "frag_delay_mean_s"] == 0
+    assert m.loc["all", "jct_mean_s"] == 120 and m.loc["all", "jobs"] == 2
+    assert m.loc["all", "gpu_hours"] == pytest.approx((100 + 8 * 50) / 3600)
+    assert m.loc["all", "useful_share"] == pytest.approx(1.0) and m.loc["all", "speed_mean"] == pytest.approx(1.0)
+    assert m.loc["5-8", "spread_share"] == 1.0 and m.loc["1", "spread_share"] == 0.0
+    assert m.loc["2-4", "jobs"] == 0 and math.isnan(m.loc["2-4", "jct_mean_s"])
+    # the sample at t=0 (the only one in the arrival span [0, 10]) sees job a on one of the two servers
+    assert m.loc["all", "busy_server_share"] == 0.5 and m.loc["all", "allocated_gpu_share"] == 1 / 8
+    assert (m["population"] == "all jobs").all() and math.isnan(m.loc["all", "busy_server_share_dates"])
+
+
+def test_measure_counts_failed_attempts_and_good_jobs():
+    model = FailureModel.from_dict({"classes": {"bad input": {
+        "category": "user", "probability": 1.0, "rtf": {"dist": "empirical", "samples_s": [30.0]},
+        "retryable": False}}})
+    topo = topology_from_spec(1, 1, 4)
+    w = make_workload([("a", 0, 2, 100)])
+    for retry, attempts in [("philly", 4), ("adaptive", 1)]:
+        result = simulate(w, topo, "fifo", quotas=None, slowdown=None, failures=model, retry=retry)
+        m = E.measure(result, w, {"good": np.array([False])})
+        row = m[(m["population"] == "all jobs") & (m["bucket"] == "all")].iloc[0]
+        assert row["failed_jobs"] == 1
+        assert row["wasted_gpu_hours"] == pytest.approx(attempts * 30 * 2 / 3600)
+        assert row["useful_share"] == 0.0
+        good = m[(m["population"] == "good jobs") & (m["bucket"] == "all")].iloc[0]
+        assert good["jobs"] == 0
+
+
+def test_good_jobs_are_the_jobs_the_simulator_leaves_alone():
+    w = generate_workload(400, seed=1)
+    model = default_failure_model()
+    result = simulate(w, topology_from_spec(2, 4, 8), "philly", failures=model, retry="philly", seed=7)
+    good = model.draws(len(w), 1, 7).job_class < 0
+    assert (result.jobs["fail_class"].isna().to_numpy() == good).all()
+    assert 0 < good.sum() < len(w)
+
+
+# ----------------------------------------------------------------------------- placements and policies
+
+def test_dedicated_placement_never_shares_a_server():
+    topo = topology_from_spec(1, 2, 4)
+    w = make_workload([("a", 0, 1, 100), ("b", 0, 1, 100), ("c", 0, 1, 100), ("d", 150, 8, 10)])
+    result = simulate(w, topo, "philly", placement=E.DedicatedPlacement(), slowdown=None)
+    jobs = result.jobs.set_index("jobid")
+    assert jobs.loc["a", "first_start_s"] == 0 and jobs.loc["b", "first_start_s"] == 0
+    assert jobs.loc["c", "first_start_s"] == 100  # 6 GPUs were free, but on servers in use
+    assert jobs.loc["c", "delay_fragmentation_s"] + jobs.loc["c", "delay_backoff_s"] == 100
+    assert jobs.loc["d", "first_start_s"] == 200 and jobs.loc["d", "num_servers"] == 2
+    placements = result.placements().merge(result.attempts[["jobid", "attempt", "start_s", "end_s"]])
+    for machine, rows in placements.groupby("machine"):
+        spans = rows.drop_duplicates("jobid").sort_values("start_s")
+        assert (spans["start_s"].to_numpy()[1:] >= spans["end_s"].to_numpy()[:-1]).all(), machine
+
+
+def test_long_jobs_strict_policy_holds_only_long_jobs_to_locality():
+    topo = topology_from_spec(1, 2, 4)
+    blockers = [("x", 0, 3, 10000), ("y", 0, 3, 10000)]  # leave one free GPU on each server
+    for service, policy, start in [(100, E.LongJobsStrictPolicy(), 181), (5000, E.LongJobsStrictPolicy(), 10000),
+                                   (5000, "philly", 181)]:
+        w = make_workload(blockers + [("c", 1, 2, service)])
+        result = simulate(w, topo, policy, slowdown=None)
+        assert result.jobs.set_index("jobid").loc["c", "first_start_s"] == start, (service, policy)
+
+
+# ----------------------------------------------------------------------------- learning curves
+
+def test_quality_lost_known_answers():
+    lower = pd.DataFrame({"value": [10, 5, 4, 4.001, 3.99], "direction": "lower"})
+    assert E.quality_lost(lower, 3) == pytest.approx((4 - 3.99) / 3.99)
+    assert E.quality_lost(lower, 5) == 0.0
+    higher = pd.DataFrame({"value": [0.5, 0.7, float("nan"), 0.8, 0.79], "direction": "higher"})
+    assert E.quality_lost(higher, 2) == pytest.approx(0.125)
+    assert E.quality_lost(higher, 3) == pytest.approx(0.125)  # NaN epochs never count as best
+
+
+def test_early_stop_points_from_the_real_curves_stay_within_tolerance():
+    points = E.early_stop_points("pollux", 0.01)
+    assert len(points) == 40 and points.attrs["dropped"] == 0
+    assert ((points["time_fraction"] > 0) & (points["time_fraction"] <= 1)).all()
+    assert ((points["quality_lost"] >= 0) & (points["quality_lost"] <= 0.01 + 1e-12)).all()
+    looser = E.early_stop_points("pollux", 0.05)
+    assert (looser["time_fraction"].to_numpy() <= points["time_fraction"].to_numpy()).all()
+
+
+# ----------------------------------------------------------------------------- calibration and grids
+
+def _calibration(busy_dates, busy_span=None):
+    n = len(busy_dates)
+    return pd.DataFrame({"bucket": "all", "population": "all jobs", "load": [1.0, 2.0, 3.0][:n],
+                         "busy_server_share_dates": busy_dates,
+                         "busy_server_share": busy_span if busy_span is not None else [np.nan] * n})
+
+
+def test_calibrated_load_interpolates():
+    assert E.calibrated_load(_calibration([0.2, 0.5, 0.8]), 0.65) == 2.5
+    assert E.calibrated_load(_calibration([np.nan, 0.5, 0.8], [0.1, 0.3, 0.7]), 0.5) == 2.5  # whole-span fallback
+    with pytest.raises(ValueError, match="outside the simulated busy-server shares"):
+        E.calibrated_load(_calibration([0.2, 0.5, 0.8]), 0.9)
+
+
+def test_experiment_cells_of_the_small_grid():
+    spec = E.grid_spec("small")
+    cells = E.experiment_cells(spec, "public", "fp", [0, 1], 3.5)
+    counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
+    # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
+    # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at x1 and calibrated
+    assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
+                      "policy": 2 * len(spec.policies) * 2}
+    assert {c["load"] for c in cells if c["experiment"] != "policy"} == {3.5}
+    assert all(c["inputs"] == "fp" and c["racks"] == spec.racks for c in cells)
+    with pytest.raises(ValueError, match="grid must be one of"):
+        E.grid_spec("huge")
+
+
+def test_run_cell_is_deterministic_and_covers_every_experiment():
+    base = {"trace": "public", "start": "2017-10-03", "max_jobs": 300, "racks": 2, "resample_block_days": 0.5,
+            "seed": 1, "load": 1.5, "load_setting": "scaled", "inputs": "test"}
+    cells = [{**base, "experiment": "locality", "locality": "relax", "relax_after_s": 60.0, "long_jobs": "migrate"},
+             {**base, "experiment": "interference", "placement": "dedicated", "migration": False},
+             {**base, "experiment": "failures", "failure_model": "fitted", "retry": "prerun"},
+             {**base, "experiment": "early_stop", "tolerance": 0.01, "curve_source": "pollux"},
+             {**base, "experiment": "policy", "policy": "gittins"}]
+    for cell in cells:
+        first, second = E.run_cell(cell), E.run_cell(cell)
+        pd.testing.assert_frame_equal(first, second)
+        total = first[(first["bucket"] == "all") & (first["population"] == "all jobs")].iloc[0]
+        assert total["jobs"] > 250 and total["gpu_hours"] > 0, cell["experiment"]
+    failures = E.run_cell(cells[2])
+    assert set(failures["population"]) == {"all jobs", "good jobs"}
+    assert failures["prerun_gpu_hours"].max() > 0
+    early = E.run_cell(cells[3])
+    assert 0 < early["quality_lost_mean"].iloc[0] <= 0.01
+    with pytest.raises(ValueError, match="unknown experiment"):
+        E.run_cell({**base, "experiment": "nope"})
+
+
+# ----------------------------------------------------------------------------- confidence intervals
+
+def test_seed_ci_known_answers():
+    mean, low, high, n = E.seed_ci([1.0, 2.0, 3.0])
+    assert (mean, n) == (2.0, 3)
+    assert low == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-6)
+    assert high == pytest.approx(2 + 4.302653 / math.sqrt(3), rel=1e-6)
+    mean, low, high, n = E.seed_ci([5.0])
+    assert mean == 5.0 and math.isnan(low) and n == 1
+    assert E.seed_ci([2.0, 2.0, 2.0], method="bootstrap")[1:3] == (2.0, 2.0)
+    assert E.seed_ci([np.nan, np.nan])[3] == 0
+    with pytest.raises(ValueError, match="method"):
+        E.seed_ci([1, 2], method="x")
+
+
+def test_summarize_and_paired_change():
+    table = pd.DataFrame({"arm": ["base", "base", "new", "new"], "seed": [0, 1, 0, 1], "load_label": "L",
+                          "jct": [10.0, 20.0, 12.0, 26.0]})
+    s = E.summarize(table, ["arm"], ["jct"]).set_index("arm")
+    assert s.loc["base", "mean"] == 15.0 and s.loc["new", "mean"] == 19.0 and s.loc["new", "n"] == 2
+    change = E.paired_change(table, "arm", "base", "jct", ["load_label"]).iloc[0]
+    assert change["arm"] == "new" and change["mean"] == 4.0
+    half = 12.7062047 * math.sqrt(8) / math.sqrt(2)  # t(0.975, 1) x sd of [2, 6] / sqrt(2)
+    assert change["ci_low"] == pytest.approx(4 - half) and change["ci_high"] == pytest.approx(4 + half)
+    relative = E.paired_change(table, "arm", "base", "jct", ["load_label"], relative=True).iloc[0]
+    assert relative["mean"] == pytest.approx(0.25)
+
+
+# ----------------------------------------------------------------------------- sentences
+
+def _rows(values, metrics):
+    """Sweep rows from {(load, arm, bucket): [value per seed]} for each metric (same values for all metrics)."""
+    out = []
+    for (load, arm, bucket), per_seed in values.items():
+        for seed, value in enumerate(per_seed):
+            out.append({"load_label": load, "arm": arm, "bucket": bucket, "seed": seed, "jobs": 5,
+                        **{m: value for m in metrics}})
+    return pd.DataFrame(out)
+
+
+def test_locality_conclusion_is_computed_from_the_numbers():
+    queue = _rows({("L1", "relax after 3 min", ">8"): [50, 70], ("L1", "strict locality", ">8"): [100, 140],
+                   ("L2", "relax after 3 min", ">8"): [5, 5], ("L2", "strict locality", ">8"): [5, 5]},
+                  ["queue_mean_s"])
+    jct = _rows({("L1", "relax after 3 min", ">8"): [3000, 4200], ("L1", "strict locality", ">8"): [2500, 3500],
+                 ("L2", "relax after 3 min", ">8"): [100, 100], ("L2", "strict locality", ">8"): [90, 90]},
+                ["jct_mean_s"])
+    rows = queue.merge(jct, on=["load_label", "arm", "bucket", "seed", "jobs"])
+    text = E.locality_conclusion(rows, ["L2", "L1"], ">8", "L1")
+    assert text.startswith("Holding >8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
+    # paired by seed: +100% both times, so the interval collapses onto it
+    assert "raised their mean queueing delay (1.0 min → 2.0 min, +100% [95% CI +100%, +100%])" in text
+    assert "cut their mean JCT (1.0 h → 50.0 min, −17% [95% CI −17%, −17%])" in text
+    assert "at L2 it left unchanged their mean queueing delay (5 s → 5 s, ±0% [95% CI ±0%, ±0%])" in text
+    assert "the lowest mean JCT for them at L1 came with 'strict locality' (50.0 min)" in text
+
+
+def test_interference_conclusion():
+    values = {}
+    for arm, speed, frag, jct in [("pack (best fit)", 0.6, 60, 5000), ("spread (Philly)", 0.8, 600, 4000),
+                                  ("spread (Philly) + migration", 0.8, 300, 3900),
+                                  ("dedicated servers", 1.0, 7200, 9000)]:
+        values[arm] = (speed, frag, jct)
+    rows = pd.DataFrame([{"load_label": "L", "arm": arm, "bucket": bucket, "seed": seed, "jobs": 3,
+                          "speed_mean": v[0], "frag_delay_mean_s": v[1] * (1 + seed), "jct_mean_s": v[2]}
+                         for arm, v in values.items() for bucket in ("all", "5-8") for seed in (0, 1)])
+    text = E.interference_conclusion(rows, "L", "5-8")
+    assert text.startswith("At L, jobs ran at a mean speed of 1.00 on dedicated servers vs 0.60 packed and 0.80 spread")
+    assert "5-8-GPU jobs waited on average 3.0 h for a local placement with dedicated servers vs 1.5 min packed" in text
+    assert "migration cut that wait under spreading (15.0 min → 7.5 min, −50% [95% CI −50%, −50%])" in text
+    assert "the lowest mean JCT of all jobs came from 'spread (Philly) + migration' (1.1 h)" in text
+
+
+def test_policy_and_early_stop_conclusions():
+    rows = pd.concat([
+        _rows({("L", "FIFO", "all"): [7200, 7200], ("L", "Philly", "all"): [3600, 4000],
+               ("L", "SRTF (oracle bound)", "all"): [1800, 1800]}, ["jct_mean_s"]),
+        _rows({("L", "Philly", ">8"): [86400, 86400], ("L", "FIFO", ">8"): [172800, 172800]}, ["jct_p99_s"])])
+    text = E.policy_conclusion(rows, ["L"], ">8")
+    # Philly is the best non-oracle policy: the runner-up (FIFO) is compared with it, paired by seed
+    assert ("at L the lowest mean JCT of the non-oracle policies was Philly's (1.1 h; Philly → FIFO: 1.1 h → 2.0 h, "
+            "+90% [95% CI") in text
+    assert "SRTF bound 30.0 min), with p99 JCT of >8-GPU jobs 1.0 d under Philly vs 2.0 d under FIFO" in text
+    savings = pd.DataFrame({"load_label": ["L", "L", "M"], "tolerance": [0.001, 0.01, 0.01],
+                            "gpu_hours_change": [-0.1, -0.25, -0.3], "quality_lost": [0.0004, 0.004, 0.005]})
+    text = E.early_stop_conclusion(savings, "L")
+    assert "within 0.1%: 10.0% of GPU-hours saved for a mean quality loss of 0.040%" in text
+    assert "within 1.0%: 25.0% of GPU-hours saved" in text and "at M: 30.0%" in text
+
+
+def test_format_duration():
+    assert [E.format_duration(s) for s in (45, 750, 3 * 3600, 2.5 * 86400, float("nan"))] == \
+        ["45 s", "12.5 min", "3.0 h", "2.5 d", "n/a"]

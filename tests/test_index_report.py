@@ -1,0 +1,102 @@
+"""The reports' entry page: comparisons beside published values, links, data, command and versions."""
+
+import json
+
+import nbformat
+import pytest
+
+from dlcluster.index_report import add_comparisons, comparison_rows, comparisons_table, write_index
+from dlcluster.report import Report
+
+
+def _executed(out_dir, stem, title="# 09 · A test notebook\ntext"):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(title), nbformat.v4.new_code_cell("x = 1")]
+    path = out_dir / f"{stem}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _results(out_dir, stem, rows=None):
+    rep = Report(out_dir / stem, stem, params={"seed": 0})
+    rep.add("failures.unsuccessful_jobs_pct", 41.25, "killed or failed jobs (%)")
+    rep.add("jobs.count", 5910)
+    path = rep.write()
+    if rows is not None:
+        add_comparisons(path, rows)
+    return path
+
+
+ROWS = [
+    {"what": "killed or unsuccessful jobs", "ours": 41.25, "key": "failures.unsuccessful_jobs_pct",
+     "data": "real DRE records"},
+    {"what": "mean attempts per job", "ours": "1.00", "key": None, "data": "real DRE records"},
+]
+
+
+def test_add_comparisons_keeps_results_and_returns_the_table(tmp_path):
+    path = _results(tmp_path, "09-x")
+    table = add_comparisons(path, ROWS)
+    doc = json.loads(path.read_text())
+    assert doc["results"]["jobs.count"] == 5910  # the rest of results.json is untouched
+    assert doc["comparisons"][0] == {"what": "killed or unsuccessful jobs", "ours": 41.25,
+                                     "key": "failures.unsuccessful_jobs_pct", "data": "real DRE records"}
+    assert table.loc[0, "published"] == "30.7 % of jobs" and table.loc[0, "provenance"] == "summary"
+    assert table.loc[1, "published"] == "not published here"
+
+
+def test_comparison_rows_are_checked():
+    with pytest.raises(ValueError, match="at least 'what' and 'ours'"):
+        comparison_rows([{"what": "x"}])
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['note'\]"):
+        comparison_rows([{"what": "x", "ours": 1, "note": "y"}])
+    import numpy as np
+    assert comparison_rows([{"what": "x", "ours": np.float64(2.5)}])[0] == {"what": "x", "ours": 2.5, "key": None,
+                                                                             "data": ""}
+
+
+def test_bad_comparisons_are_reported_not_fatal():
+    doc = {"results": {}, "comparisons": [{"what": "a"}, {"what": "b", "ours": 1, "key": "no.such.key"}]}
+    table, problems = comparisons_table(doc)
+    assert len(table) == 1 and table.loc[0, "published"] == "not published here"
+    assert any("malformed" in p for p in problems)
+    assert any("'no.such.key', which is not in data/reference/atc19.yaml" in p for p in problems)
+
+
+def test_index_lists_notebooks_comparisons_data_command_and_versions(tmp_path):
+    params = tmp_path / "ci.yaml"
+    params.write_text("trace: public\nseed: 0\nnotebooks:\n  09-x:\n    grid: small\n")
+    with_rows = _executed(tmp_path, "09-x")
+    (tmp_path / "09-x.html").write_text("<html></html>")
+    _results(tmp_path, "09-x", ROWS)
+    without_rows = _executed(tmp_path, "10-y", title="# 10 · Another")
+    _results(tmp_path, "10-y")
+    failed = _executed(tmp_path, "11-z", title="# 11 · Failed one")
+    page = write_index(tmp_path, params, [with_rows, without_rows, failed],
+                       command=["dlcluster", "reports", "--params", "params/ci.yaml"]).read_text()
+    assert page.count("<h2 id=") == 5  # three notebooks, data, how it was built
+    assert "<a href='09-x.html'>09 · A test notebook</a>" in page
+    assert "<a href='10-y.ipynb'>10 · Another</a>" in page  # no HTML rendered: link the notebook
+    assert "killed or unsuccessful jobs" in page and "30.7 % of jobs" in page
+    assert "<span class='tag summary'>summary</span>" in page
+    assert "41.25" in page
+    assert "declares no comparisons" in page
+    assert "no results.json: the notebook failed or wrote none" in page
+    assert "dlcluster reports --params params/ci.yaml" in page
+    assert "grid: small" in page  # the parameters used
+    assert "pandas" in page and "Package versions" in page
+    assert "pollux_jobs.csv.gz" in page  # data/README.md and the manifest of the public tables
+    assert "sha256" in page
+    # published values that no notebook compared are listed, the compared one is not
+    unused = page.split("Published values no notebook compares yet")[1]
+    assert "failures.unsuccessful_jobs_pct" not in unused and "util.table3.1gpu" in unused
+
+
+def test_invalid_results_json_is_reported(tmp_path):
+    params = tmp_path / "p.yaml"
+    params.write_text("trace: public\n")
+    nb = _executed(tmp_path, "12-bad")
+    (tmp_path / "12-bad").mkdir()
+    (tmp_path / "12-bad" / "results.json").write_text("{not json")
+    page = write_index(tmp_path, params, [nb], command=["x"]).read_text()
+    assert "is not valid JSON" in page
