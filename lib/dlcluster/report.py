@@ -67,6 +67,7 @@ class Report:
         self.results: dict[str, Any] = {}
         self.descriptions: dict[str, str] = {}
         self.figures: list[dict] = []
+        self.comparisons: list[dict] = []
 
     def add(self, key: str, value: Any, description: str = "") -> Any:
         """Record one key number (flat key, e.g. ``queueing.median_s.1gpu``)."""
@@ -74,6 +75,14 @@ class Report:
         if description:
             self.descriptions[key] = description
         return value
+
+    def compare(self, rows: list[dict]):
+        """Render the published-vs-ours table and keep its rows for results.json and the index page."""
+        from .index_report import comparison_rows
+        from .reference import published_vs_ours
+
+        self.comparisons.extend(comparison_rows(rows))
+        return published_vs_ours(rows)
 
     def figure(self, fig, name: str, data: str, dpi: int = 110) -> Path:
         """Save ``fig`` as PNG with a footnote naming the data it was drawn from."""
@@ -92,7 +101,7 @@ class Report:
         return path
 
     def write(self) -> Path:
-        """Write results.json (atomically): results, their descriptions, figures, params."""
+        """Write results.json (atomically): results, descriptions, figures, comparisons, params."""
         doc = {
             "notebook": self.notebook,
             "params": {k: _jsonable(v) if not isinstance(v, (list, dict)) else v
@@ -100,5 +109,6 @@ class Report:
             "results": self.results,
             "descriptions": self.descriptions,
             "figures": self.figures,
+            "comparisons": self.comparisons,
         }
         return atomic_write_text(self.output_dir / "results.json", json.dumps(doc, indent=2, sort_keys=True))

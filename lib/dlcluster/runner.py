@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from .index_report import write_index
 from .paths import repo_root
 
 
@@ -123,32 +124,3 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
         print(f"[dlcluster] {nb.name} done in {time.time() - started:.1f} s", flush=True)
     write_index(out_dir, params_path, done)
     return done
-
-
-def write_index(out_dir: Path, params_path: Path, executed: list[Path]) -> Path:
-    """A one-page entry to the reports: each notebook's key numbers and a link to it."""
-    import html
-    import json
-    import platform
-
-    from . import __version__
-    from .report import atomic_write_text
-
-    sections = []
-    for nb in executed:
-        results_path = nb.parent / nb.stem / "results.json"
-        results = json.loads(results_path.read_text())["results"] if results_path.exists() else {}
-        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in sorted(results.items()))
-        sections.append(f"<h2><a href='{html.escape(nb.stem)}.html'>{html.escape(nb.stem)}</a></h2>"
-                        f"<table><tr><th>key</th><th>value</th></tr>{rows}</table>")
-    page = (
-        "<!doctype html><meta charset='utf-8'><title>dlcluster reports</title>"
-        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}td,th{padding:2px 8px;"
-        "border-bottom:1px solid #ddd;text-align:left}</style>"
-        f"<h1>Philly study reproduction: reports ({html.escape(params_path.stem)})</h1>"
-        f"<p>Built with <code>make reports PARAMS={html.escape(str(params_path))}</code>; dlcluster "
-        f"{__version__}, Python {platform.python_version()}. Data sources and licences: data/README.md.</p>"
-        + "".join(sections)
-    )
-    return atomic_write_text(out_dir / "index.html", page)
