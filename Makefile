@@ -50,5 +50,5 @@ bench: setup ## speed and memory benchmarks, results in bench/results/ (~15-25 m
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean: ## remove built reports and caches (keeps .venv and data)
-	rm -rf reports/*/ .pytest_cache .hypothesis bench/results
+	rm -rf reports/*/ reports/.sweep-cache .pytest_cache .hypothesis bench/results
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -246,19 +246,23 @@ def _rows(values, metrics):
 
 
 def test_locality_conclusion_is_computed_from_the_numbers():
-    queue = _rows({("L1", "relax after 3 min", ">8"): [50, 70], ("L1", "strict locality", ">8"): [100, 140],
-                   ("L2", "relax after 3 min", ">8"): [5, 5], ("L2", "strict locality", ">8"): [5, 5]},
-                  ["queue_mean_s"])
-    jct = _rows({("L1", "relax after 3 min", ">8"): [3000, 4200], ("L1", "strict locality", ">8"): [2500, 3500],
-                 ("L2", "relax after 3 min", ">8"): [100, 100], ("L2", "strict locality", ">8"): [90, 90]},
-                ["jct_mean_s"])
-    rows = queue.merge(jct, on=["load_label", "arm", "bucket", "seed", "jobs"])
-    text = E.locality_conclusion(rows, ["L2", "L1"], ">8", "L1")
-    assert text.startswith("Holding >8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
-    # paired by seed: +100% both times, so the interval collapses onto it
-    assert "raised their mean queueing delay (1.0 min → 2.0 min, +100% [95% CI +100%, +100%])" in text
+    frames = []
+    for metric, values in [
+        ("queue_mean_s", {"L1": ([50, 70], [100, 140]), "L2": ([5, 5], [5, 5])}),
+        ("jct_mean_s", {"L1": ([3000, 4200], [2500, 3500]), "L2": ([100, 100], [90, 90])}),
+        ("useful_share", {"L1": ([0.8, 0.8], [0.9, 0.9]), "L2": ([0.9, 0.9], [0.9, 0.9])})]:
+        frames.append(_rows({(load, arm, "5-8"): v for load, (relax, strict) in values.items()
+                             for arm, v in (("relax after 3 min", relax), ("strict locality", strict))}, [metric]))
+    rows = frames[0].merge(frames[1]).merge(frames[2])
+    text = E.locality_conclusion(rows, ["L2", "L1"], "5-8", "L1")
+    assert text.startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
+    # paired by seed: +50 s and +70 s of delay, -17% of JCT both times
+    half = 12.7062047 * math.sqrt(200) / math.sqrt(2)
+    assert (f"raised their mean queueing delay (1.0 min → 2.0 min, +1.0 min [95% CI −{E.format_duration(half - 60)}, "
+            f"+{E.format_duration(60 + half)}])") in text
+    assert "raised the useful share of their GPU time (80% → 90%)" in text
     assert "cut their mean JCT (1.0 h → 50.0 min, −17% [95% CI −17%, −17%])" in text
-    assert "at L2 it left unchanged their mean queueing delay (5 s → 5 s, ±0% [95% CI ±0%, ±0%])" in text
+    assert "at L2 it left unchanged their mean queueing delay (5 s → 5 s, +0 s [95% CI +0 s, +0 s])" in text
     assert "the lowest mean JCT for them at L1 came with 'strict locality' (50.0 min)" in text
 
 
@@ -274,7 +278,7 @@ def test_interference_conclusion():
     text = E.interference_conclusion(rows, "L", "5-8")
     assert text.startswith("At L, jobs ran at a mean speed of 1.00 on dedicated servers vs 0.60 packed and 0.80 spread")
     assert "5-8-GPU jobs waited on average 3.0 h for a local placement with dedicated servers vs 1.5 min packed" in text
-    assert "migration cut that wait under spreading (15.0 min → 7.5 min, −50% [95% CI −50%, −50%])" in text
+    assert "migration cut that wait under spreading (15.0 min → 7.5 min, −7.5 min [95% CI" in text
     assert "the lowest mean JCT of all jobs came from 'spread (Philly) + migration' (1.1 h)" in text
 
 
@@ -282,12 +286,17 @@ def test_policy_and_early_stop_conclusions():
     rows = pd.concat([
         _rows({("L", "FIFO", "all"): [7200, 7200], ("L", "Philly", "all"): [3600, 4000],
                ("L", "SRTF (oracle bound)", "all"): [1800, 1800]}, ["jct_mean_s"]),
-        _rows({("L", "Philly", ">8"): [86400, 86400], ("L", "FIFO", ">8"): [172800, 172800]}, ["jct_p99_s"])])
+        _rows({("L", "Philly", ">8"): [86400, 86400], ("L", "FIFO", ">8"): [172800, 172800]},
+              ["jct_p99_s", "jct_mean_s"])])
     text = E.policy_conclusion(rows, ["L"], ">8")
     # Philly is the best non-oracle policy: the runner-up (FIFO) is compared with it, paired by seed
     assert ("at L the lowest mean JCT of the non-oracle policies was Philly's (1.1 h; Philly → FIFO: 1.1 h → 2.0 h, "
             "+90% [95% CI") in text
     assert "SRTF bound 30.0 min), with p99 JCT of >8-GPU jobs 1.0 d under Philly vs 2.0 d under FIFO" in text
+    assert text.endswith("and the lowest mean JCT per job size from >8 GPUs: Philly.")
+    tie = _rows({("L", "FIFO", "all"): [3600, 3600], ("L", "Philly", "all"): [3601, 3601]}, ["jct_mean_s", "jct_p99_s"])
+    assert E.policy_conclusion(tie, ["L"], ">8") == \
+        "Across scheduling policies, at L every non-oracle policy had the same mean JCT within 0.5% (1.0 h)."
     savings = pd.DataFrame({"load_label": ["L", "L", "M"], "tolerance": [0.001, 0.01, 0.01],
                             "gpu_hours_change": [-0.1, -0.25, -0.3], "quality_lost": [0.0004, 0.004, 0.005]})
     text = E.early_stop_conclusion(savings, "L")

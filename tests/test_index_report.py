@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from dlcluster.index_report import add_comparisons, comparison_rows, comparisons_table, write_index
+from dlcluster.index_report import comparison_rows, comparisons_table, write_index
 from dlcluster.report import Report
 
 
@@ -21,10 +21,9 @@ def _results(out_dir, stem, rows=None):
     rep = Report(out_dir / stem, stem, params={"seed": 0})
     rep.add("failures.unsuccessful_jobs_pct", 41.25, "killed or failed jobs (%)")
     rep.add("jobs.count", 5910)
-    path = rep.write()
     if rows is not None:
-        add_comparisons(path, rows)
-    return path
+        rep.compare(rows)
+    return rep.write()
 
 
 ROWS = [
@@ -34,11 +33,10 @@ ROWS = [
 ]
 
 
-def test_add_comparisons_keeps_results_and_returns_the_table(tmp_path):
-    path = _results(tmp_path, "09-x")
-    table = add_comparisons(path, ROWS)
-    doc = json.loads(path.read_text())
-    assert doc["results"]["jobs.count"] == 5910  # the rest of results.json is untouched
+def test_report_compare_stores_checked_rows_and_returns_the_table(tmp_path):
+    rep = Report(tmp_path / "09-x", "09-x")
+    table = rep.compare(ROWS)
+    doc = json.loads(rep.write().read_text())
     assert doc["comparisons"][0] == {"what": "killed or unsuccessful jobs", "ours": 41.25,
                                      "key": "failures.unsuccessful_jobs_pct", "data": "real DRE records"}
     assert table.loc[0, "published"] == "30.7 % of jobs" and table.loc[0, "provenance"] == "summary"

@@ -838,15 +838,32 @@ def _verb(before: float, after: float, up: str = "raised", down: str = "cut", re
     return up if after > before else down
 
 
-def _paired(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> tuple[float, float, float]:
-    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds: mean, CI low, CI high."""
+def _paired(rows: pd.DataFrame, base_arm: str, arm: str, metric: str,
+            relative: bool = True) -> tuple[float, float, float]:
+    """Change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds (relative, or in the metric's
+    unit): mean, CI low, CI high; NaN where a seed has no value (or a zero baseline, for a relative change)."""
     part = rows[rows["arm"].isin([base_arm, arm])]
-    change = paired_change(part, "arm", base_arm, metric, [], relative=True)
+    change = paired_change(part, "arm", base_arm, metric, [], relative=relative)
     seeds = part.loc[part["arm"] == arm, "seed"].nunique()
-    if change.empty or change.iloc[0]["n"] < max(seeds, 2):  # a seed with a zero baseline has no ratio
+    if change.empty or change.iloc[0]["n"] < max(seeds, 2):
         return float("nan"), float("nan"), float("nan")
     row = change.iloc[0]
     return float(row["mean"]), float(row["ci_low"]), float(row["ci_high"])
+
+
+def _signed_duration(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "−") + format_duration(abs(seconds))
+
+
+def _delay_change_text(before: float, after: float, paired) -> str:
+    """'1.0 min → 1.1 h, +1.1 h [95% CI +20.0 min, +1.9 h]': a change of a delay, in time (delays can be 0)."""
+    text = f"{format_duration(before)} → {format_duration(after)}"
+    mean, low, high = paired
+    if np.isfinite(mean):
+        text += f", {_signed_duration(mean)}"
+        if np.isfinite(low) and np.isfinite(high):
+            text += f" [95% CI {_signed_duration(low)}, {_signed_duration(high)}]"
+    return text
 
 
 def _change_text(before: float, after: float, paired=None) -> str:
@@ -875,8 +892,9 @@ def _mean(rows: pd.DataFrame, metric: str, **where) -> float:
     return float(sel[metric].mean()) if len(sel) else float("nan")
 
 
-def focus_bucket(rows: pd.DataFrame, candidates=(">8", "5-8", "2-4")) -> str:
-    """The largest multi-GPU size bucket that has jobs in these rows."""
+def focus_bucket(rows: pd.DataFrame, candidates=("5-8", ">8", "2-4")) -> str:
+    """The first of ``candidates`` with jobs in these rows (by default 5-8 GPUs: the largest gangs that fit on
+    one server, so the ones locality and fragmentation matter most for)."""
     present = rows[rows["jobs"] > 0]["bucket"].unique()
     for bucket in candidates:
         if bucket in present:
@@ -891,21 +909,24 @@ def _best_arm(rows: pd.DataFrame, metric: str, exclude=()) -> tuple[str | None, 
 
 def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_load: str,
                         default_arm: str = "relax after 3 min") -> str:
-    """One sentence: strict locality vs Philly's default relaxation for ``bucket`` jobs, load by load.
+    """One sentence: strict locality vs Philly's default relaxation for ``bucket`` jobs, load by load:
+    queueing delay, JCT and the useful share of their GPU time.
 
     ``rows``: the locality experiment's rows (with ``arm``, ``load_label``,
     ``seed``); changes are paired by seed, with their 95% CI.
     """
+    strict = "strict locality"
     clauses = []
     for load in [main_load, *[lo for lo in loads if lo != main_load]]:
         part = rows[(rows["load_label"] == load) & (rows["bucket"] == bucket)]
-        texts = []
-        for metric, what in (("queue_mean_s", "mean queueing delay"), ("jct_mean_s", "mean JCT")):
-            before = _mean(part, metric, arm=default_arm)
-            after = _mean(part, metric, arm="strict locality")
-            texts.append(f"{_verb(before, after)} their {what} "
-                         f"({_change_text(before, after, _paired(part, default_arm, 'strict locality', metric))})")
-        clauses.append(f"at {load} it " + " and ".join(texts))
+        q0, q1 = (_mean(part, "queue_mean_s", arm=a) for a in (default_arm, strict))
+        j0, j1 = (_mean(part, "jct_mean_s", arm=a) for a in (default_arm, strict))
+        u0, u1 = (_mean(part, "useful_share", arm=a) for a in (default_arm, strict))
+        clauses.append(
+            f"at {load} it {_verb(q0, q1)} their mean queueing delay "
+            f"({_delay_change_text(q0, q1, _paired(part, default_arm, strict, 'queue_mean_s', relative=False))}), "
+            f"{_verb(u0, u1)} the useful share of their GPU time ({u0:.0%} → {u1:.0%}) and {_verb(j0, j1)} their "
+            f"mean JCT ({_change_text(j0, j1, _paired(part, default_arm, strict, 'jct_mean_s'))})")
     best, value = _best_arm(rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)], "jct_mean_s")
     tail = f"; the lowest mean JCT for them at {main_load} came with '{best}' ({format_duration(value)})" \
         if best is not None else ""
@@ -923,11 +944,12 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str) -> 
     mig = ("spread (Philly)", "spread (Philly) + migration")
     before, after = (_mean(large, "frag_delay_mean_s", arm=a) for a in mig)
     best, value = _best_arm(everyone, "jct_mean_s")
+    moved = _delay_change_text(before, after, _paired(large, *mig, "frag_delay_mean_s", relative=False))
     return (f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} on dedicated servers vs {speed[0]:.2f} "
             f"packed and {speed[1]:.2f} spread, while {bucket}-GPU jobs waited on average "
             f"{format_duration(frag[2])} for a local placement with dedicated servers vs {format_duration(frag[0])} "
             f"packed and {format_duration(frag[1])} spread; migration {_verb(before, after)} that wait under "
-            f"spreading ({_change_text(before, after, _paired(large, *mig, 'frag_delay_mean_s'))})"
+            f"spreading ({moved})"
             + (f", and the lowest mean JCT of all jobs came from '{best}' ({format_duration(value)})"
                if best is not None else "") + ".")
 
@@ -945,7 +967,9 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str) -> str:
                           f"{format_duration(row.good_jct_added_ci_high)}]").replace("-", "−")
             listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts{prerun}, "
                           f"mean JCT of never-failing jobs {added}")
-        parts.append(f"under the {FAILURE_MODEL_NAMES.get(model, model)} failure model, " + "; ".join(listed))
+        named = {"fitted": "the failure model fitted to the public data",
+                 "illustrative": "the simulator's illustrative failure model"}.get(model, f"failure model {model}")
+        parts.append(f"with {named}, " + "; ".join(listed))
     return (f"At {main_load}, " + "; ".join(parts)
             + " (JCT changes against the same seed's run without failures).")
 
@@ -974,6 +998,11 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         best, value = _best_arm(everyone, "jct_mean_s", exclude=(oracle,))
         if best is None:
             continue
+        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean()
+        if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
+            clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
+                           f"({format_duration(value)})")
+            continue
         # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
         other, _ = _best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)
         philly = _mean(everyone, "jct_mean_s", arm="Philly")
@@ -982,11 +1011,17 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         srtf = _mean(everyone, "jct_mean_s", arm=oracle)
         bound = f"; SRTF bound {format_duration(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
         large = at[at["bucket"] == bucket]
+        by_size = []
+        for size in SIZE_BUCKETS:
+            size_best, size_value = _best_arm(at[at["bucket"] == size], "jct_mean_s", exclude=(oracle,))
+            if size_best is not None:
+                by_size.append(f"{size} GPU{'' if size == '1' else 's'}: {size_best}")
         clauses.append(
             f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_duration(value)}; "
             f"Philly → {other}: {change}{bound}), with p99 JCT of {bucket}-GPU jobs "
             f"{format_duration(_mean(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
-            f"{format_duration(_mean(large, 'jct_p99_s', arm=other))} under {other}")
+            f"{format_duration(_mean(large, 'jct_p99_s', arm=other))} under {other}"
+            + (", and the lowest mean JCT per job size from " + ", ".join(by_size) if by_size else ""))
     return "Across scheduling policies, " + "; ".join(clauses) + "."
 
 

@@ -6,13 +6,13 @@ its figures and a link to its HTML report; then the data sources, the exact
 command, the parameters and the package versions.
 
 Which of a notebook's results pair with which published value is the
-notebook's call: it lists *comparisons* in its ``results.json``, the rows it
-gives :func:`dlcluster.reference.published_vs_ours`
-(``{"what", "ours", "key", "data"}``), under ``"comparisons"``.
-:func:`add_comparisons` writes them; the index renders them with
-``published_vs_ours``, so the published column and its provenance always come
-from ``data/reference/atc19.yaml``. A notebook without comparisons shows its
-key results only, and says so.
+notebook's call: it gives its rows for
+:func:`dlcluster.reference.published_vs_ours` (``{"what", "ours", "key",
+"data"}``) to ``Report.compare``, which keeps them in ``results.json`` under
+``"comparisons"`` (checked by :func:`comparison_rows`). The index renders them
+with ``published_vs_ours``, so the published column and its provenance always
+come from ``data/reference/atc19.yaml``. A notebook without comparisons shows
+its key results only, and says so.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
 
 
 def comparison_rows(rows: list[dict]) -> list[dict]:
-    """Comparison rows in the form stored in results.json (checked; ``ours`` as a number or text)."""
+    """Comparison rows in the form ``Report.compare`` stores in results.json (checked; ``ours`` a number or text)."""
     out = []
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or "what" not in row or "ours" not in row:
@@ -68,20 +68,6 @@ def comparison_rows(rows: list[dict]) -> list[dict]:
             ours = str(ours)
         out.append({"what": str(row["what"]), "ours": ours, "key": row.get("key"), "data": str(row.get("data", ""))})
     return out
-
-
-def add_comparisons(results_path: str | Path, rows: list[dict]) -> pd.DataFrame:
-    """Store ``rows`` as the notebook's comparisons in its results.json (atomically); return the rendered table.
-
-    Call it right after ``Report.write()`` with the rows given to
-    ``published_vs_ours``. (A ``Report.compare(rows)`` storing them before
-    ``write()`` would make this step part of the report; see the module docstring.)
-    """
-    results_path = Path(results_path)
-    doc = json.loads(results_path.read_text())
-    doc["comparisons"] = comparison_rows(rows)
-    atomic_write_text(results_path, json.dumps(doc, indent=2, sort_keys=True))
-    return published_vs_ours(rows)
 
 
 # --------------------------------------------------------------------------- the reading side
