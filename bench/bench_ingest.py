@@ -2,7 +2,7 @@
 
 For each scale (fraction of the real trace's size: 117,325 jobs, 552 machines,
 81,573 minutes of GPU/CPU/memory rows), a SYNTHETIC raw trace is generated
-(dlcluster.trace.synthetic; speed and memory only, never results), ingested
+(dlcluster.sim.synthetic; speed and memory only, never results), ingested
 to Parquet, and joined per job (dlcluster.analysis.job_util, per="job" and
 per="value_counts"). Each step runs in a fresh subprocess that reports its
 wall time, CPU time (all threads) and peak resident memory. Targets on the
@@ -50,7 +50,7 @@ def child(task: str, args: list[str]) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     info = {}
     if task == "generate":
-        from dlcluster.trace.synthetic import generate_raw_trace
+        from dlcluster.sim.synthetic import generate_raw_trace
         out = generate_raw_trace(args[0], scale=float(args[1]), seed=0, progress=False, overwrite=True)
         meta = json.loads((out / "metadata.json").read_text())
         info = {"file_bytes": meta["file_bytes"], "rows_per_util_file": meta["rows_per_util_file"],
@@ -130,7 +130,7 @@ def main() -> None:
     rows = [run_scale(s, args.keep) for s in sorted(args.scales)]
     full = rows[-1]
     report = {
-        "data": "SYNTHETIC raw trace (dlcluster.trace.synthetic): speed and memory only, never results",
+        "data": "SYNTHETIC raw trace (dlcluster.sim.synthetic): speed and memory only, never results",
         "machine": {"cpus": len(__import__("os").sched_getaffinity(0)), "platform": platform.platform(),
                     "python": platform.python_version()},
         "targets": TARGETS,

@@ -18,7 +18,7 @@ Analysis.ipynb``), its approach, in plain Python as there:
 "Ours": ``dlcluster ingest`` of the same files to Parquet (done once) and
 ``job_gpu_util(per="value_counts")`` (done by every analysis).
 
-The files: a SYNTHETIC trace (dlcluster.trace.synthetic; speed and memory
+The files: a SYNTHETIC trace (dlcluster.sim.synthetic; speed and memory
 only, never results) at ``--scale`` of the real size (default 1/4: 11.3
 million GPU rows, 29,331 jobs; the notebook's way needs ~5 GB there, and
 would need ~20 GB for the full trace), with only the job log, the GPU file and
@@ -189,7 +189,7 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1:])
         return
-    from dlcluster.trace.synthetic import generate_raw_trace
+    from dlcluster.sim.synthetic import generate_raw_trace
 
     raw, ingested = DATA / f"official-{args.scale:g}", DATA / f"official-{args.scale:g}-ingested"
     print(f"generating a SYNTHETIC trace at scale {args.scale:g} in {raw}", flush=True)
@@ -209,7 +209,7 @@ def main() -> None:
     first_run_s = ingest["steps"]["ingest_s"] + join["steps"]["join_s"]
     first_run_mb = max(ingest["peak_rss_mb"], join["peak_rss_mb"])
     report = {
-        "data": "SYNTHETIC raw trace (dlcluster.trace.synthetic): speed and memory only, never results",
+        "data": "SYNTHETIC raw trace (dlcluster.sim.synthetic): speed and memory only, never results",
         "slice": {"scale": args.scale, "gpu_util_rows": meta["rows_per_util_file"], "jobs": meta["jobs"],
                   "gpu_util_bytes": (raw / "cluster_gpu_util").stat().st_size},
         "cpus": len(os.sched_getaffinity(0)),

@@ -778,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"make_failure_corpus: unknown case name(s) {unknown}; known: {sorted(known)}")
     sys.path.insert(0, str(REPO / "lib"))
-    from dlcluster.classify import load_rules
+    from dlcluster.analysis.classify import load_rules
     from dlcluster.report import atomic_write_text
     rules = load_rules()
 

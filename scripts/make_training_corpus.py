@@ -27,7 +27,7 @@ analogues of a user killing a job:
 
 Every other run trains its planned epochs (outcome *passed*).
 
-Outputs (tidy schema of dlcluster.curves):
+Outputs (tidy schema of dlcluster.sources.curves):
     data/corpus/training_runs.csv.gz   per-epoch metrics of every run
     data/corpus/training_runs_jobs.csv one row per run: configuration, outcome
 
@@ -64,7 +64,7 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.neural_network import MLPClassifier, MLPRegressor  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from dlcluster.curves import CURVE_COLUMNS, validate_curves  # noqa: E402
+from dlcluster.sources.curves import CURVE_COLUMNS, validate_curves  # noqa: E402
 
 DIVERGENCE_FACTOR = 3.0
 NO_PROGRESS_EPOCHS = 5

@@ -25,7 +25,7 @@ def ci_notebook(tmp_path_factory):
     """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict."""
     import json
 
-    from dlcluster.runner import execute_notebook, read_params
+    from dlcluster.report.runner import execute_notebook, read_params
 
     out = tmp_path_factory.mktemp("reports-ci")
     params = read_params(REPO / "params" / "ci.yaml")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dlcluster.classify import classify, classify_dir, load_rules
+from dlcluster.analysis.classify import classify, classify_dir, load_rules
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "data" / "failure_logs"

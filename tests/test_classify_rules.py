@@ -1,10 +1,10 @@
-"""The rule-based failure classifier (dlcluster.classify) and its rule file."""
+"""The rule-based failure classifier (dlcluster.analysis.classify) and its rule file."""
 
 import textwrap
 
 import pytest
 
-from dlcluster.classify import NO_SIGNATURE, RuleSet, classify, classify_dir, load_rules
+from dlcluster.analysis.classify import NO_SIGNATURE, RuleSet, classify, classify_dir, load_rules
 
 # The failure reasons the paper names (shared/reference/atc19_published.md, section 4.2:
 # "failure reasons defined" and "other reasons named", the rows of its failure table).

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from dlcluster.bench import colocation as co
+from dlcluster.sources.colocation import benchmark as co
 
 
 def test_parse_config_names_and_counts():

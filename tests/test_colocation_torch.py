@@ -5,8 +5,8 @@ import pytest
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
-from dlcluster.bench import colocation as co  # noqa: E402
-from dlcluster.bench.resnet import MODELS, build_model  # noqa: E402
+from dlcluster.sources.colocation import benchmark as co  # noqa: E402
+from dlcluster.sources.colocation.resnet import MODELS, build_model  # noqa: E402
 
 
 def test_resnet50_has_the_standard_parameter_count_and_output():

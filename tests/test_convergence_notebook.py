@@ -33,7 +33,7 @@ def test_results_keys_and_ranges_under_ci_params(ci_notebook):
 
 @pytest.mark.notebook
 def test_notebook_takes_a_users_csv_log(tmp_path):
-    from dlcluster.runner import execute_notebook
+    from dlcluster.report.runner import execute_notebook
 
     log = tmp_path / "my_run.csv"
     # best (0.2) at the last epoch; within 0.1% of it (<= 0.2002) first at epoch 4 of 5

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.curves import (
+from dlcluster.sources.curves import (
     CURVE_COLUMNS,
     concat_curves,
     POLLUX_METRICS,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.curves import corpus_path, load_corpus, load_corpus_runs
+from dlcluster.sources.curves import corpus_path, load_corpus, load_corpus_runs
 from dlcluster.paths import repo_root
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-STEM = "05-design-implications"
+STEM = "06-design-implications"
 
 
 @pytest.mark.notebook

@@ -5,7 +5,8 @@ import json
 import nbformat
 import pytest
 
-from dlcluster.index_report import comparison_rows, comparisons_table, write_index
+from dlcluster.report.index import comparisons_table, write_index
+from dlcluster.report.reference import comparison_rows
 from dlcluster.report import Report
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dlcluster.trace.ingest import IncompleteIngestError, ingest, load_ingested
-from dlcluster.trace.synthetic import generate_raw_trace
+from dlcluster.sim.synthetic import generate_raw_trace
 
 BLOCK = 256 << 10     # small blocks: the 4 MB synthetic files give a dozen parts each
 

@@ -1,4 +1,4 @@
-"""Known-answer tests for dlcluster.analysis.queueing on hand-made trace tables.
+"""Known-answer tests for the queueing analyses (delays, timeline, Table 2) and the replay on hand-made trace tables.
 
 Times in the fixtures are minutes after BASE; every expected value below was
 worked out by hand from the fixture (see the comments next to each).
@@ -10,25 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.queueing import (
-    ClusterTimeline,
-    Trend,
-    attribute_waits,
-    build_cluster_timeline,
-    causes_by_bucket,
-    delay_summary,
-    fig4_finding,
-    fittable_buckets,
-    first_attempt_locality,
-    format_seconds,
-    job_waits,
-    servers_trend,
-    share_agreement,
-    per_job_agreement,
-    compare_delays,
-    table2_finding,
-    time_over_quota,
-)
+from dlcluster.analysis.delays import Trend, delay_summary, fig4_finding, first_attempt_locality, fittable_buckets, format_seconds, job_waits, servers_trend
+from dlcluster.analysis.table2 import attribute_waits, causes_by_bucket, per_job_agreement, share_agreement, table2_finding, time_over_quota
+from dlcluster.analysis.timeline import ClusterTimeline, build_cluster_timeline
+from dlcluster.validation.replay import compare_delays
 
 BASE = pd.Timestamp("2017-10-01 00:00:00", tz="UTC")
 

@@ -70,7 +70,7 @@ def test_notebook_on_public_data(tmp_path):
 
 @pytest.mark.notebook
 def test_notebook_on_a_raw_format_directory(tmp_path):
-    from dlcluster.analysis.queueing import replay_public_workload
+    from dlcluster.validation.replay import replay_public_workload
     from dlcluster.sim import write_raw_trace
     from dlcluster.trace import load_trace
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlcluster.reference import NOT_PUBLISHED, load_reference, published, published_vs_ours
+from dlcluster.report.reference import NOT_PUBLISHED, load_reference, published, published_vs_ours
 
 
 def test_every_entry_has_provenance():

@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from dlcluster.runner import NotebookFailed, execute_notebook, notebook_params, read_params
+from dlcluster.report.runner import NotebookFailed, execute_notebook, notebook_params, read_params
 
 
 def _notebook(path, cells):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.sweep import SweepError, cell_key, code_version, describe_cells, expand_grid, run_sweep
+from dlcluster.experiments.sweep import SweepError, cell_key, code_version, describe_cells, expand_grid, run_sweep
 
 CALLS: list[dict] = []
 

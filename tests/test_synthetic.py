@@ -8,7 +8,7 @@ import pytest
 from dlcluster.analysis.job_util import job_gpu_util
 from dlcluster.trace import load_trace
 from dlcluster.trace.ingest import ingest
-from dlcluster.trace.synthetic import FULL_JOBS, FULL_MINUTES, generate_raw_trace
+from dlcluster.sim.synthetic import FULL_JOBS, FULL_MINUTES, generate_raw_trace
 
 SCALE = 0.002
 

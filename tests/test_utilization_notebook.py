@@ -11,7 +11,7 @@ STEM = "02-utilization-colocation"
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    from dlcluster.runner import execute_notebook, read_params
+    from dlcluster.report.runner import execute_notebook, read_params
 
     out = tmp_path_factory.mktemp("nb")
     params = read_params(repo_root() / "params" / "ci.yaml")

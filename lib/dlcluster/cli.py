@@ -20,7 +20,7 @@ from . import paths
 
 
 def _reports(args) -> int:
-    from .runner import NotebookFailed, run_reports
+    from .report.runner import NotebookFailed, run_reports
     try:
         run_reports(args.params, args.out, args.only, html=not args.no_html)
     except NotebookFailed as exc:
@@ -69,7 +69,7 @@ def _ingest(args) -> int:
 
 
 def _synth_trace(args) -> int:
-    from .trace.synthetic import generate_raw_trace
+    from .sim.synthetic import generate_raw_trace
     out = generate_raw_trace(Path(args.out), scale=args.scale, seed=args.seed,
                              malformed_lines=not args.no_malformed, overwrite=args.overwrite)
     print(f"wrote a SYNTHETIC raw-format trace to {out} (for speed and memory tests only, never for results)")
@@ -79,7 +79,7 @@ def _synth_trace(args) -> int:
 def _classify_logs(args) -> int:
     import pandas as pd
 
-    from .classify import classify_dir
+    from .analysis.classify import classify_dir
     table = classify_dir(args.logs_dir, pattern=args.pattern)
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(table[["log_file", "reason", "category", "rule_id", "matched_line"]].to_string(index=False))
@@ -89,7 +89,7 @@ def _classify_logs(args) -> int:
 
 
 def _bench_colocation(argv: list[str]) -> int:
-    from .bench.colocation import main as bench_main
+    from .sources.colocation.benchmark import main as bench_main
     return bench_main(argv)
 
 

@@ -1,1 +1,1 @@
-"""Analyses of the study, one module per section (trace tables, training curves)."""
+"""The study's analyses of sections 3-4, one module per question (delays, Table 2, utilization, convergence, failures)."""

@@ -3,7 +3,7 @@
 Section 4.1 of the paper measured, from training-loss logs, how many epochs a
 job needed to reach its best loss and to come within 0.1% of it, and which
 share of its GPU time went to that last 0.1%. This module computes those
-measures for any curve in the tidy schema of :mod:`dlcluster.curves`.
+measures for any curve in the tidy schema of :mod:`dlcluster.sources.curves`.
 
 Definitions (``tol`` is the tolerance, 0.001 = 0.1%; epochs are 1-based):
 
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..curves import CURVE_KEY, DIRECTIONS
+from ..sources.curves import CURVE_KEY, DIRECTIONS
 
 DEFAULT_TOLERANCE = 0.001
 

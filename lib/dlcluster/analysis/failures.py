@@ -25,7 +25,7 @@ every attempt but the last is counted as a failure; the last attempt ends as
 the job's status says.
 
 Log side: :func:`map_logs_to_trace` and :func:`failure_table` build the
-paper's failure table from classified logs (:mod:`dlcluster.classify`);
+paper's failure table from classified logs (:mod:`dlcluster.analysis.classify`);
 :func:`fit_failure_model` turns them and the trace into the simulator's
 failure model (:class:`dlcluster.sim.failures.FailureModel`).
 
@@ -40,12 +40,10 @@ import pandas as pd
 from statsmodels.duration.survfunc import SurvfuncRight
 from statsmodels.stats.proportion import proportion_confint
 
-from dlcluster.trace.schema import SIZE_BUCKETS, size_bucket
+from ..trace.schema import SIZE_BUCKETS, size_bucket
 
 FINAL_STATUSES = ("Pass", "Killed", "Failed")
 UNSUCCESSFUL = ("Killed", "Failed")
-#: results.json-safe spelling of each size bucket (``>`` does not belong in a key).
-BUCKET_KEYS = {"1": "1", "2-4": "2-4", "5-8": "5-8", ">8": "gt8"}
 RTF_QUANTILES = (0.5, 0.9, 0.95)
 
 

@@ -10,7 +10,7 @@ Two measured sources, both real:
   spread placement by that of the one-server placement with the same GPU count
   and the same per-GPU batch size (``local_bsz``). Servers there hold at most
   4 GPUs, so only 2-4 GPU jobs have a one-server baseline.
-* (b) our colocation benchmark (:mod:`dlcluster.bench.colocation`), a CSV per
+* (b) our colocation benchmark (:mod:`dlcluster.sources.colocation.benchmark`), a CSV per
   machine: :func:`benchmark_slowdowns` gives each configuration's per-process
   throughput relative to one process running alone in the same round.
 

@@ -12,7 +12,8 @@ experiments (locality, migration, failure handling, early stopping).
 
 Parts: :mod:`.topology`, :mod:`.workload`, :mod:`.placement`,
 :mod:`.policies` (one file per policy), :mod:`.slowdown`, :mod:`.failures`,
-:mod:`.migration`, :mod:`.engine`, :mod:`.results`, :mod:`.rawtrace`.
+:mod:`.migration`, :mod:`.engine`, :mod:`.results`, :mod:`.rawtrace` (a run in the raw format,
+through :mod:`dlcluster.trace.rawwrite`), :mod:`.synthetic` (the SYNTHETIC benchmark trace).
 See README.md in this folder for the model and its assumptions.
 """
 

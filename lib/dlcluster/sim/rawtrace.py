@@ -29,17 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..trace.rawwrite import (GPU_SLOTS, UTIL_HEADERS, pacific_minute_stamps, pacific_wallclock, write_gpu_util_rows,
+                              write_job_log, write_machine_list)
 from .results import SimResult
 
-PACIFIC = "America/Los_Angeles"
-GPU_SLOTS = 8
 UTIL_BETA = (2.6, 2.4)
 UTIL_NOISE_SD = 5.0
-
-
-def _pacific_naive(epoch: pd.Timestamp, seconds) -> np.ndarray:
-    times = (epoch + pd.to_timedelta(np.round(np.asarray(seconds, dtype=float)), unit="s")).tz_convert(PACIFIC)
-    return np.asarray(times.strftime("%Y-%m-%d %H:%M:%S"), dtype=object)
 
 
 def write_raw_trace(result: SimResult, directory: str | Path, *, util_hours: float | None = 24.0, seed: int = 0,
@@ -53,10 +48,8 @@ def write_raw_trace(result: SimResult, directory: str | Path, *, util_hours: flo
     directory.mkdir(parents=True, exist_ok=True)
     _write_job_log(result, directory / "cluster_job_log")
     mem = result.topology.gpu_mem or (gpu_mem,) * result.topology.num_servers
-    with open(directory / "cluster_machine_list", "w") as fh:
-        fh.write("machineId, number of GPUs, single GPU mem\n")
-        for name, gpus, m in zip(result.topology.server_names, result.topology.server_gpus, mem):
-            fh.write(f"{name},{gpus}, {m or gpu_mem}\n")
+    write_machine_list(directory / "cluster_machine_list", result.topology.server_names,
+                       result.topology.server_gpus, [m or gpu_mem for m in mem])
     end = float(result.jobs["end_s"].max()) if len(result.jobs) else 0.0
     window_end = end if util_hours is None else min(end, util_hours * 3600.0)
     _write_gpu_util(result, directory / "cluster_gpu_util", window_end, seed, slowdown)
@@ -87,9 +80,9 @@ def write_raw_trace(result: SimResult, directory: str | Path, *, util_hours: flo
 def _write_job_log(result: SimResult, path: Path) -> None:
     jobs, attempts = result.jobs, result.attempts
     names = result.topology.server_names
-    submitted = _pacific_naive(result.epoch, jobs["arrival_s"].to_numpy())
-    starts = _pacific_naive(result.epoch, attempts["start_s"].to_numpy())
-    ends = _pacific_naive(result.epoch, attempts["end_s"].to_numpy())
+    submitted = pacific_wallclock(result.epoch, jobs["arrival_s"].to_numpy())
+    starts = pacific_wallclock(result.epoch, attempts["start_s"].to_numpy())
+    ends = pacific_wallclock(result.epoch, attempts["end_s"].to_numpy())
     per_job: dict[str, list] = {}
     for jobid, start, end, alloc in zip(attempts["jobid"], starts, ends, result.attempt_gpus):
         detail = [{"ip": names[s], "gpus": [f"gpu{g}" for g in range(mask.bit_length()) if mask >> g & 1]}
@@ -100,8 +93,7 @@ def _write_job_log(result: SimResult, path: Path) -> None:
         records.append({"status": "Killed" if status == "Rejected" else status, "vc": vc, "jobid": jobid,
                         "user": None if user is None or user is pd.NA else str(user), "submitted_time": sub,
                         "attempts": per_job.get(jobid, [])})
-    with open(path, "w") as fh:
-        json.dump(records, fh)
+    write_job_log(records, path)
 
 
 def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int, slowdown) -> None:
@@ -122,9 +114,8 @@ def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int,
     end = result.attempts["end_s"].to_numpy()
     absent = np.arange(GPU_SLOTS)[None, :] >= np.asarray(topo.server_gpus)[:, None]
     minutes = int(np.ceil(window_end / 60.0))
-    header = "time," + "machineId," + ",".join(f"gpu{g}_util" for g in range(GPU_SLOTS)) + "\n"
     with open(path, "w", newline="") as fh:
-        fh.write(header)
+        fh.write(UTIL_HEADERS["cluster_gpu_util"] + "\n")
         for first in range(0, minutes, 1440):
             count = min(1440, minutes - first)
             t0, t1 = first * 60.0, (first + count) * 60.0
@@ -141,10 +132,6 @@ def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int,
                     busy[m0:m1, s, gpus] = True
             util = np.where(busy, np.clip(util + rng.normal(0.0, UTIL_NOISE_SD, util.shape), 0.0, 100.0), 0.0)
             util[:, absent] = np.nan
-            stamps = (result.epoch + pd.to_timedelta(np.arange(first, first + count) * 60, unit="s")) \
-                .tz_convert(PACIFIC).strftime("%Y-%m-%d %H:%M:%S %Z")
-            frame = pd.DataFrame(util.reshape(count * n_servers, GPU_SLOTS))
-            frame.insert(0, "machineId", np.tile(np.asarray(topo.server_names, dtype=object), count))
-            frame.insert(0, "time", np.repeat(np.asarray(stamps, dtype=object), n_servers))
-            frame["trailing"] = ""
-            frame.to_csv(fh, header=False, index=False, na_rep="NA", float_format="%.1f")
+            stamps = pacific_minute_stamps(result.epoch, np.arange(first, first + count))
+            write_gpu_util_rows(fh, np.repeat(stamps, n_servers),
+                                np.tile(np.asarray(topo.server_names, dtype=object), count), util)

@@ -25,9 +25,9 @@ import pandas as pd
 from .. import paths
 from .quality import QualityReport, TraceFormatError
 from .schema import (ATTEMPTS_COLUMNS, GPU_UTIL_COLUMNS, HOST_UTIL_COLUMNS, JOBS_COLUMNS,
-                     MACHINES_COLUMNS, PLACEMENTS_COLUMNS, SIZE_BUCKETS, size_bucket)
+                     MACHINES_COLUMNS, PLACEMENTS_COLUMNS, SIZE_BUCKETS, BUCKET_KEYS, size_bucket)
 
-__all__ = ["Trace", "load_trace", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "size_bucket",
+__all__ = ["Trace", "load_trace", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "BUCKET_KEYS", "size_bucket",
            "SOURCES"]
 
 # What each source is and which questions it can answer; notebooks print this.
@@ -102,12 +102,6 @@ def _from_tables(name: str, tables: dict, location: Path | None) -> Trace:
                  location=location)
 
 
-def default_vc_quotas() -> pd.DataFrame:
-    """The VC sizes of the public data (Helios), used as quotas for any source that lacks them."""
-    from .public import read_vc_quotas
-    return read_vc_quotas(paths.external_dir() / "philly" / "vc_nodes.csv", QualityReport())
-
-
 def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:
     """Load a trace source into normalized tables (see the module docstring)."""
     if isinstance(source, str) and source == "public":
@@ -128,6 +122,7 @@ def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:
     if not directory.exists():
         raise FileNotFoundError(f"trace source {str(source)!r}: expected 'public', 'philly' or a directory "
                                 "in the raw Philly format")
+    from .public import default_vc_quotas
     from .rawdir import load_raw_dir
     tables = load_raw_dir(directory, source=directory.name, with_util=with_util)
     tables["vc_quotas"] = default_vc_quotas()

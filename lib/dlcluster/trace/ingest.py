@@ -40,8 +40,9 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import paths
-from ..report import atomic_write_text
+from ..atomic import atomic_write_text
 from .machines import combine_machine_lists, read_official_machine_list, read_reconstructed_machine_list
+from .public import default_vc_quotas
 from .quality import QualityReport
 from .rawdir import JOB_LOG, merge_host_util, read_job_log
 from .utilcsv import WIDE_VALUES, empty_wide, iter_raw_blocks, parse_block, read_layout, wide_to_long
@@ -364,6 +365,5 @@ def load_ingested(directory: str | Path, with_util: bool = True,
         if host is not None:
             tables["host_util"] = host.assign(jobid=pd.NA, minute=pd.NA)[
                 ["jobid", "machine", "time", "minute", "cpu_util", "mem_util"]]
-    from . import default_vc_quotas
     tables["vc_quotas"] = default_vc_quotas()
     return tables

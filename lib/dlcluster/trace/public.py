@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..report import atomic_write_text
+from .. import paths
+from ..atomic import atomic_write_text
 from .joblog import parse_job_records
 from .machines import combine_machine_lists, read_official_machine_list, read_reconstructed_machine_list
 from .quality import QualityReport, TraceFormatError
@@ -342,3 +343,8 @@ def load_public(directory: Path) -> dict:
     tables = {name: pd.read_parquet(directory / f"{name}.parquet") for name in TABLES}
     tables["quality"] = QualityReport.from_tables(tables.pop("quality_summary"), tables.pop("quality_reasons"))
     return tables
+
+
+def default_vc_quotas() -> pd.DataFrame:
+    """The VC sizes of the public data (Helios), used as quotas for any source that lacks them."""
+    return read_vc_quotas(paths.external_dir() / "philly" / "vc_nodes.csv", QualityReport())

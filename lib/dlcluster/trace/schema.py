@@ -84,6 +84,8 @@ HOST_UTIL_COLUMNS = {
 }
 
 SIZE_BUCKETS = ("1", "2-4", "5-8", ">8")
+#: results.json-safe spelling of each size bucket (``>`` does not belong in a key).
+BUCKET_KEYS = {"1": "1", "2-4": "2-4", "5-8": "5-8", ">8": "gt8"}
 
 
 def size_bucket(num_gpus):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from .index_report import write_index
-from .paths import repo_root
+from .index import write_index
+from ..paths import repo_root
 
 
 class NotebookFailed(RuntimeError):

@@ -3,7 +3,7 @@
 The study measured a ResNet-50 job's GPU utilization and images/s when its GPUs
 share one server, span two servers, and share servers with other jobs. This
 harness measures what one machine allows, for a model defined in the project
-(:mod:`dlcluster.bench.resnet`):
+(:mod:`dlcluster.sources.colocation.resnet`):
 
 ========================  ===============================================================
 configuration             what runs (K, N: optional count suffix, e.g. ``colocated_gpu3``)
@@ -30,7 +30,7 @@ sampled with NVML in the parent between the two barriers (``NA`` without a GPU
 or without ``nvidia-ml-py``). A configuration that needs more GPUs than exist
 is written as a ``skipped`` row saying why.
 
-CLI: ``python -m dlcluster.bench.colocation --device cpu --model tiny
+CLI: ``python -m dlcluster.sources.colocation.benchmark --device cpu --model tiny
 --configs alone,colocated2 --steps 5 --out results.csv``.
 """
 
@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..report import atomic_write_text
+from ...atomic import atomic_write_text
 
 CSV_COLUMNS = [
     "config", "repeat", "status", "reason", "device", "hardware", "model", "batch_size", "image_size",
@@ -453,7 +453,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlcluster.bench.colocation", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dlcluster.sources.colocation.benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--model", choices=["tiny", "resnet50"], default="resnet50")
     parser.add_argument("--configs", default="alone,dataparallel,colocated_server,colocated_gpu",

@@ -7,7 +7,7 @@ command, the parameters and the package versions.
 
 Which of a notebook's results pair with which published value is the
 notebook's call: it gives its rows for
-:func:`dlcluster.reference.published_vs_ours` (``{"what", "ours", "key",
+:func:`dlcluster.report.reference.published_vs_ours` (``{"what", "ours", "key",
 "data"}``) to ``Report.compare``, which keeps them in ``results.json`` under
 ``"comparisons"`` (checked by :func:`comparison_rows`). The index renders them
 with ``published_vs_ours``, so the published column and its provenance always
@@ -29,14 +29,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .paths import data_dir, repo_root
-from .reference import load_reference, published_vs_ours
-from .report import atomic_write_text
+from ..paths import data_dir, repo_root
+from ..atomic import atomic_write_text
+from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
 PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
             "PyYAML", "papermill", "nbclient", "nbconvert", "ipykernel", "dask", "distributed")
-COMPARISON_FIELDS = ("what", "ours", "key", "data")
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:72em;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}
 h1{font-size:1.6em} h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:.2em}
@@ -47,30 +46,6 @@ text-align:left;vertical-align:top} th{background:#f4f4f4} code{background:#f4f4
 .tag.none{background:#9e9e9e} .warn{color:#b71c1c} .figs img{max-width:23em;margin:.3em;border:1px solid #ddd}
 details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
 """
-
-
-# --------------------------------------------------------------------------- the writing side
-
-
-def comparison_rows(rows: list[dict]) -> list[dict]:
-    """Comparison rows in the form ``Report.compare`` stores in results.json (checked; ``ours`` a number or text)."""
-    out = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or "what" not in row or "ours" not in row:
-            raise ValueError(f"comparison row {i}: expected a dict with at least 'what' and 'ours', got {row!r}")
-        unknown = set(row) - set(COMPARISON_FIELDS)
-        if unknown:
-            raise ValueError(f"comparison row {i} ({row['what']!r}): unknown field(s) {sorted(unknown)}")
-        ours = row["ours"]
-        if hasattr(ours, "item"):
-            ours = ours.item()
-        if not isinstance(ours, (int, float, str)) or isinstance(ours, bool):
-            ours = str(ours)
-        out.append({"what": str(row["what"]), "ours": ours, "key": row.get("key"), "data": str(row.get("data", ""))})
-    return out
-
-
-# --------------------------------------------------------------------------- the reading side
 
 
 def _esc(value) -> str:
@@ -237,7 +212,7 @@ def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks
 
     ``command``: the command line that built the reports (default: this process's ``sys.argv``).
     """
-    from . import __version__
+    from .. import __version__
 
     out_dir, params_path = Path(out_dir), Path(params_path)
     params = (yaml.safe_load(params_path.read_text()) or {}) if params_path.exists() else {}

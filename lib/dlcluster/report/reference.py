@@ -13,10 +13,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .paths import data_dir
+from ..paths import data_dir
 
 PROVENANCE_TAGS = {"quoted", "summary", "trace"}
 NOT_PUBLISHED = "not published here"
+#: The fields of one published-vs-ours row (``Report.compare``, results.json, the index page).
+COMPARISON_FIELDS = ("what", "ours", "key", "data")
 
 
 def reference_path() -> Path:
@@ -75,3 +77,21 @@ def published_vs_ours(rows: list[dict], path: str | Path | None = None) -> pd.Da
         out.append({"what": row["what"], "this reproduction": ours,
                     "our data": row.get("data", ""), "published": pub, "provenance": prov})
     return pd.DataFrame(out, columns=["what", "this reproduction", "our data", "published", "provenance"])
+
+
+def comparison_rows(rows: list[dict]) -> list[dict]:
+    """Comparison rows in the form ``Report.compare`` stores in results.json (checked; ``ours`` a number or text)."""
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "what" not in row or "ours" not in row:
+            raise ValueError(f"comparison row {i}: expected a dict with at least 'what' and 'ours', got {row!r}")
+        unknown = set(row) - set(COMPARISON_FIELDS)
+        if unknown:
+            raise ValueError(f"comparison row {i} ({row['what']!r}): unknown field(s) {sorted(unknown)}")
+        ours = row["ours"]
+        if hasattr(ours, "item"):
+            ours = ours.item()
+        if not isinstance(ours, (int, float, str)) or isinstance(ours, bool):
+            ours = str(ours)
+        out.append({"what": str(row["what"]), "ours": ours, "key": row.get("key"), "data": str(row.get("data", ""))})
+    return out

@@ -157,7 +157,8 @@ def _run_local(fn, pending, n_jobs):
 
 
 def _run_dask(fn, pending, address):
-    from distributed import Client, as_completed as dask_completed
+    from distributed import Client
+    from distributed import as_completed as dask_completed
 
     with Client(address) as client:
         futures = {}

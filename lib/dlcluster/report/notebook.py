@@ -18,28 +18,8 @@ from typing import Any
 
 import numpy as np
 
-
-def _umask_mode() -> int:
-    """The mode a plain ``open()`` would give a new file (mkstemp's 0600 is too strict for reports)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+from ..atomic import atomic_write_text, umask_mode
+from .reference import comparison_rows, published_vs_ours
 
 
 def _jsonable(value: Any) -> Any:
@@ -78,9 +58,6 @@ class Report:
 
     def compare(self, rows: list[dict]):
         """Render the published-vs-ours table and keep its rows for results.json and the index page."""
-        from .index_report import comparison_rows
-        from .reference import published_vs_ours
-
         self.comparisons.extend(comparison_rows(rows))
         return published_vs_ours(rows)
 
@@ -92,7 +69,7 @@ class Report:
         os.close(fd)
         try:
             fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
-            os.chmod(tmp, _umask_mode())
+            os.chmod(tmp, umask_mode())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

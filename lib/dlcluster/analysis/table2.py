@@ -1,0 +1,259 @@
+"""Why jobs waited: each wait split into fair-share, fragmentation and other delay (paper section 3.1, Table 2).
+
+:func:`attribute_waits` replays the cluster from the trace itself
+(:mod:`.timeline`) and splits each wait; :func:`causes_by_bucket` turns that
+(or a simulator's ground truth) into Table 2.
+
+Attribution rule (documented here because Table 2 depends on it). At each
+instant of a wait of a job of ``g`` GPUs in VC ``v``:
+
+1. **fair-share** if fewer GPUs that VC ``v`` may use are free than ``g``: its
+   quota is used up (``usage(v) + g > quota(v)``), or the whole cluster has
+   fewer than ``g`` free GPUs (its quota is held by others). With
+   ``lending=True`` a VC may borrow idle GPUs beyond its quota (as the
+   simulator's default does), so only the second condition applies;
+2. else **fragmentation** if no placement meets the locality requirement
+   (the tightest placement the job's size allows on this cluster). Two rules:
+
+   * ``"fewest_servers"`` (default; the trace names no racks): the job must fit
+     on ``m = ceil(g / S)`` servers, ``S`` the largest server size (8 on
+     Philly). The best ``m`` servers hold ``sum_k min(N_k, m)`` free GPUs,
+     ``N_k`` being the number of servers with at least ``k`` free GPUs;
+     locality is met when that is ``>= g``. For ``g <= 8``: one server with
+     ``g`` free GPUs; ``g = 16``: two whole free 8-GPU servers; ``g = 12``: two
+     servers with 12 free GPUs between them.
+   * ``"rack"`` (given a server -> rack map, e.g. the simulator's topology):
+     one server with ``g`` free GPUs if ``g <= S``; else one rack with ``g``
+     free GPUs if some rack is that large; else ``g`` free GPUs anywhere.
+3. else **other**: quota and a local placement were both available, yet the job
+   waited (scheduler back-off before relaxing locality, queue order, anything
+   the trace cannot see).
+
+Fair-share is checked first, so a wait that was blocked by both counts as
+fair-share. Time before the first event in the trace sees an empty cluster.
+These are the simulator's causes (:mod:`dlcluster.sim.engine`) with its
+back-off counted as fragmentation, as the paper's two-way split does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import SIZE_BUCKETS, size_bucket
+from .delays import bucket_label, reason_counts, require_columns
+from .timeline import ClusterTimeline, build_cluster_timeline, time_where
+
+CAUSES = ("fair_share", "fragmentation", "other")
+#: The simulator's per-job delay columns as Table 2 causes: the paper's two-way split counts
+#: the simulator's back-off (holding out for locality before relaxing it) as fragmentation.
+SIM_CAUSE_COLUMNS = {"fair_share": "delay_fair_share_s",
+                     "fragmentation": ["delay_fragmentation_s", "delay_backoff_s"]}
+
+
+def _quota_map(quotas) -> dict:
+    if isinstance(quotas, pd.DataFrame):
+        require_columns(quotas, ["vc", "gpus"], "quotas")
+        return dict(zip(quotas["vc"], quotas["gpus"].astype(float)))
+    return {k: float(v) for k, v in dict(quotas).items()}
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Each wait split into seconds of fair-share, fragmentation and other delay."""
+
+    table: pd.DataFrame
+    dropped: pd.Series
+    timeline: ClusterTimeline
+
+
+def attribute_waits(waits: pd.DataFrame, jobs: pd.DataFrame, attempts: pd.DataFrame,
+                    placements: pd.DataFrame, machines: pd.DataFrame, quotas,
+                    locality: str = "fewest_servers", racks: pd.Series | dict | None = None,
+                    lending: bool = False) -> Attribution:
+    """Split every wait into fair-share / fragmentation / other time (rules: module docstring).
+
+    ``quotas`` maps VC -> GPUs (a dict, or a DataFrame with ``vc`` and ``gpus``
+    such as ``trace.vc_quotas``). Without lending, waits of VCs without a quota
+    cannot be judged for fair-share and are left out, counted in ``dropped``.
+    ``locality`` is ``"fewest_servers"`` or ``"rack"`` (which needs ``racks``:
+    server -> rack). ``lending``: VCs may borrow idle GPUs beyond their quota.
+    """
+    if locality not in ("fewest_servers", "rack"):
+        raise ValueError(f"locality must be 'fewest_servers' or 'rack', got {locality!r}")
+    if locality == "rack" and racks is None:
+        raise ValueError("locality='rack' needs racks (a server -> rack mapping)")
+    quota = _quota_map(quotas)
+    has_quota = waits["vc"].isin(list(quota)) | lending
+    dropped = reason_counts({"VC has no quota": int((~has_quota).sum())})
+    w = waits.loc[has_quota].copy()
+    origin = float(w["wait_begin"].min()) if len(w) else None
+    timeline = build_cluster_timeline(jobs, attempts, placements, machines, origin=origin, racks=racks)
+
+    fair = np.zeros(len(w))
+    frag = np.zeros(len(w))
+    begin = w["wait_begin"].to_numpy()
+    end = w["wait_end"].to_numpy()
+    total_free = timeline.servers_with_free.sum(axis=0)
+    fits_cache: dict[int, np.ndarray] = {}
+    for (vc, gpus), pos in w.groupby(["vc", "num_gpus"], sort=True).indices.items():
+        gpus = int(gpus)
+        if gpus not in fits_cache:
+            fits_cache[gpus] = timeline.local_placement_exists(gpus, locality)
+        no_gpus_for_vc = total_free < gpus
+        if not lending:
+            no_gpus_for_vc |= timeline.usage_of(vc) + gpus > quota[vc]
+        no_local_placement = ~no_gpus_for_vc & ~fits_cache[gpus]
+        fair[pos] = time_where(timeline.times, no_gpus_for_vc, begin[pos], end[pos])
+        frag[pos] = time_where(timeline.times, no_local_placement, begin[pos], end[pos])
+    w["fair_share_s"] = fair
+    w["fragmentation_s"] = frag
+    w["other_s"] = np.clip(w["delay_s"].to_numpy() - fair - frag, 0.0, None)
+    return Attribution(table=w.reset_index(drop=True), dropped=dropped, timeline=timeline)
+
+
+def time_over_quota(timeline: ClusterTimeline, quotas) -> pd.DataFrame:
+    """Per VC: quota, peak GPUs held, and the share of time it held more than its quota.
+
+    Time runs from the timeline's first to its last event. A VC that often
+    holds more than its quota shows that the cluster lent idle GPUs beyond
+    quotas, i.e. that ``lending=True`` describes it better.
+    """
+    quota = _quota_map(quotas)
+    seg_len = np.diff(timeline.times)
+    span = float(seg_len.sum())
+    rows = []
+    for v, vc in enumerate(timeline.vcs):
+        usage = timeline.vc_usage[v]
+        q = quota.get(vc, np.nan)
+        over = float((seg_len * (usage[:-1] > q)).sum() / span) if span > 0 and np.isfinite(q) else np.nan
+        rows.append({"vc": vc, "quota_gpus": q, "peak_gpus": int(usage.max()), "time_over_quota": over})
+    return pd.DataFrame(rows).set_index("vc")
+
+
+def causes_by_bucket(table: pd.DataFrame, cause_columns: dict[str, str | list[str]] | None = None) -> pd.DataFrame:
+    """Table 2: per size bucket, waiting time and each cause's share of it.
+
+    ``table`` has ``bucket`` (or ``num_gpus``) and seconds columns per cause;
+    ``cause_columns`` maps cause name -> column, or list of columns to add up
+    (default the columns written by :func:`attribute_waits`), so a simulator's
+    ground truth goes through the same code. ``<cause>_share`` is the cause's
+    share of all waiting seconds in the bucket; ``<cause>_frequency`` the share
+    of rows (waits, or jobs) in which it is the largest part (rows with no
+    waiting time count under none).
+    """
+    cause_columns = cause_columns or {c: f"{c}_s" for c in CAUSES}
+    cause_columns = {c: [cols] if isinstance(cols, str) else list(cols) for c, cols in cause_columns.items()}
+    df = table.copy()
+    if "bucket" not in df.columns:
+        df["bucket"] = size_bucket(df["num_gpus"])
+    require_columns(df, [col for cols in cause_columns.values() for col in cols], "cause table")
+    seconds = pd.DataFrame({c: df[cols].astype(float).sum(axis=1) for c, cols in cause_columns.items()})
+    total = seconds.sum(axis=1)
+    dominant = seconds.idxmax(axis=1).where(total > 0)
+    rows = []
+    for bucket in SIZE_BUCKETS:
+        in_bucket = (df["bucket"] == bucket).to_numpy()
+        if not in_bucket.any():
+            continue
+        sec = seconds[in_bucket].sum()
+        bucket_total = float(sec.sum())
+        row = {"bucket": bucket, "waits": int(in_bucket.sum()), "wait_h": bucket_total / 3600.0}
+        for cause in cause_columns:
+            row[f"{cause}_share"] = float(sec[cause] / bucket_total) if bucket_total > 0 else np.nan
+        for cause in cause_columns:
+            row[f"{cause}_frequency"] = float((dominant[in_bucket] == cause).mean())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("bucket")
+
+
+def table2_finding(table: pd.DataFrame) -> str:
+    """One sentence: how fragmentation's share of waiting changes with job size."""
+    shares = table["fragmentation_share"].dropna()
+    if shares.empty:
+        return "No waiting time to attribute."
+    listed = ", ".join(f"{s:.0%} ({bucket_label(b)})" for b, s in shares.items())
+    if len(shares) == 1:
+        trend = "only one size bucket has waiting time"
+    elif shares.is_monotonic_increasing and shares.iloc[-1] > shares.iloc[0]:
+        trend = "it grows with job size"
+    elif shares.iloc[-1] > shares.iloc[0]:
+        trend = "it is larger for the largest jobs than for the smallest, but not steadily"
+    else:
+        trend = "it does not grow with job size"
+    largest = shares.index[-1]
+    causes = table.loc[largest, [f"{c}_share" for c in CAUSES if f"{c}_share" in table.columns]]
+    top = causes.idxmax().removesuffix("_share").replace("_", "-")
+    return (f"Fragmentation's share of waiting time is {listed}: {trend}; "
+            f"for {largest}-GPU jobs the largest cause is {top} ({causes.max():.0%}).")
+
+
+CAUSE_COLORS = {"fair_share": "#DD8452", "fragmentation": "#C44E52", "other": "#8C8C8C"}
+
+
+def plot_causes(table: pd.DataFrame, ax, title: str = "") -> None:
+    """Table 2 as stacked bars: each cause's share of the waiting time, per size bucket."""
+    causes = [c for c in CAUSE_COLORS if f"{c}_share" in table.columns]
+    left = np.zeros(len(table))
+    labels = [f"{b} GPU\n({n:,} waits)" for b, n in zip(table.index, table["waits"])]
+    for cause in causes:
+        share = table[f"{cause}_share"].fillna(0).to_numpy()
+        ax.barh(labels, share, left=left, color=CAUSE_COLORS[cause], label=cause.replace("_", "-"))
+        for y, (x0, w) in enumerate(zip(left, share)):
+            if w >= 0.06:
+                ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", color="white", fontsize=8)
+        left += share
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of waiting time")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(causes), frameon=False)
+
+
+def share_agreement(estimate: pd.DataFrame, truth: pd.DataFrame, causes=("fair_share", "fragmentation", "other")
+                    ) -> pd.DataFrame:
+    """Per size bucket: each cause's share in two Table 2s, and how far apart they are.
+
+    ``agreement`` is 1 minus the total-variation distance between the two
+    splits (1 = identical split of the waiting time, 0 = disjoint); NaN where
+    either table has no waiting time in the bucket. A cause missing from one
+    table counts as a share of 0 there.
+    """
+    buckets = [b for b in SIZE_BUCKETS if b in estimate.index and b in truth.index]
+    rows = []
+    for b in buckets:
+        row = {"bucket": b}
+        distance = 0.0
+        judged = estimate.loc[b, "wait_h"] > 0 and truth.loc[b, "wait_h"] > 0
+        for c in causes:
+            est = float(estimate.loc[b].get(f"{c}_share", 0.0)) if judged else np.nan
+            tru = float(truth.loc[b].get(f"{c}_share", 0.0)) if judged else np.nan
+            row[f"{c}_estimate"], row[f"{c}_truth"] = est, tru
+            distance += abs(est - tru)
+        row["agreement"] = 1.0 - distance / 2.0
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("bucket")
+
+
+def per_job_agreement(attributed: pd.DataFrame, truth: pd.DataFrame,
+                      cause_columns: dict[str, str | list[str]] = None) -> float:
+    """Share of all waiting seconds put under the same cause, job by job, in two attributions.
+
+    ``attributed`` has one row per wait (``jobid`` and the ``<cause>_s``
+    columns of :func:`attribute_waits`); ``truth`` one row per job (``jobid``
+    and the columns named by ``cause_columns``, default the simulator's).
+    Per job and cause the smaller of the two amounts matches; the result is
+    the matched seconds over the larger of the two totals (1 = identical).
+    """
+    cause_columns = cause_columns or SIM_CAUSE_COLUMNS
+    est = attributed.groupby("jobid")[[f"{c}_s" for c in CAUSES]].sum()
+    est.columns = list(CAUSES)
+    tru = pd.DataFrame({c: truth[[cols] if isinstance(cols, str) else list(cols)].astype(float).sum(axis=1)
+                        for c, cols in cause_columns.items()})
+    tru.index = truth["jobid"].to_numpy()
+    tru = tru.reindex(columns=list(CAUSES), fill_value=0.0)
+    est, tru = est.align(tru, join="outer", fill_value=0.0)
+    total = max(float(est.to_numpy().sum()), float(tru.to_numpy().sum()))
+    return float(np.minimum(est.to_numpy(), tru.to_numpy()).sum() / total) if total > 0 else np.nan

@@ -1,1 +1,0 @@
-"""Benchmarks that measure on the user's hardware what the trace cannot show (see colocation)."""

@@ -1,0 +1,124 @@
+"""Experiment 4, early termination: end a job within a tolerance of its best metric (real learning curves)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pandas as pd
+
+from .common import paired_change, rows_of, summarize
+from .plots import LOAD_COLORS
+
+
+def quality_lost(curve: pd.DataFrame, within_tol_epoch: int) -> float:
+    """Relative gap between the best value reached by ``within_tol_epoch`` and the curve's best (>= 0)."""
+    values = curve["value"].to_numpy(float)
+    direction = curve["direction"].iloc[0]
+    finite = np.isfinite(values)
+    pick = np.nanmin if direction == "lower" else np.nanmax
+    best = float(pick(np.where(finite, values, np.nan)))
+    upto = values[:within_tol_epoch]
+    reached = float(pick(np.where(np.isfinite(upto), upto, np.nan)))
+    gap = reached - best if direction == "lower" else best - reached
+    return gap / abs(best) if best != 0 else gap
+
+
+@functools.lru_cache(maxsize=16)
+def early_stop_points(source: str, tolerance: float) -> pd.DataFrame:
+    """Per real learning curve: the share of its time after which it is within ``tolerance`` of its best,
+    and the quality lost by stopping there (relative to its best).
+
+    ``source``: ``"pollux"`` (the real validation curves of six DL models) or
+    ``"corpus"`` (the project's real CPU training runs, training loss). Curves
+    without a finite value are left out (counted in ``attrs["dropped"]``).
+    """
+    from ..analysis.convergence import summarize_curves
+    from ..sources.curves import load_corpus, load_pollux_curves
+
+    if source == "pollux":
+        curves = load_pollux_curves().curves
+    elif source == "corpus":
+        curves = load_corpus().curves
+        curves = curves[curves["metric"] == "train_loss"]
+    else:
+        raise ValueError(f"curve source must be 'pollux' or 'corpus', got {source!r}")
+    summary = summarize_curves(curves, tolerance)
+    measured = summary[summary["within_tol_epoch"].notna()]
+    by_key = dict(iter(curves.groupby(["source", "job", "metric"], sort=False)))
+    lost = [quality_lost(by_key[(r.source, r.job, r.metric)].sort_values("epoch"), int(r.within_tol_epoch))
+            for r in measured.itertuples()]
+    out = pd.DataFrame({"job": measured["job"].to_numpy(), "time_fraction": measured["time_to_within_tol_frac"]
+                        .to_numpy(float), "quality_lost": np.asarray(lost, dtype=float)})
+    out.attrs["dropped"] = int(len(summary) - len(measured))
+    return out
+
+
+def early_stop_arm(row) -> str:
+    tol = row["tolerance"]
+    return "no early stop" if tol is None or (isinstance(tol, float) and math.isnan(tol)) else f"stop within {tol:.1%}"
+
+
+def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
+    """Experiment 4 per (load, tolerance): GPU-hours saved and JCT change against no early stop (paired), and
+    the quality lost (mean over jobs of the relative metric gap of their drawn curve)."""
+    allj = rows_of(table, "early_stop").query("bucket == 'all'").copy()
+    allj["tolerance"] = allj["tolerance"].astype(float)
+    base = "no early stop"
+    saved = paired_change(allj, "arm", base, "gpu_hours", ["load_label"], relative=True)
+    jct = paired_change(allj, "arm", base, "jct_mean_s", ["load_label"], relative=True)
+    quality = summarize(allj[allj["arm"] != base], ["load_label", "arm"], ["quality_lost_mean"])
+    out = saved.rename(columns={"mean": "gpu_hours_change", "ci_low": "gpu_hours_change_ci_low",
+                                "ci_high": "gpu_hours_change_ci_high"}).drop(columns="n")
+    out = out.merge(jct.rename(columns={"mean": "jct_change", "ci_low": "jct_change_ci_low",
+                                        "ci_high": "jct_change_ci_high"}).drop(columns="n"), on=["load_label", "arm"])
+    out = out.merge(quality.rename(columns={"mean": "quality_lost", "ci_low": "quality_lost_ci_low",
+                                            "ci_high": "quality_lost_ci_high"}).drop(columns="metric"),
+                    on=["load_label", "arm"])
+    tolerance = allj.drop_duplicates("arm").set_index("arm")["tolerance"]
+    out["tolerance"] = out["arm"].map(tolerance)
+    return out.sort_values(["load_label", "tolerance"]).reset_index(drop=True)
+
+
+def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:
+    """One sentence: GPU-hours saved and quality lost per tolerance, at ``main_load`` and the other loads."""
+    main = savings[savings["load_label"] == main_load]
+    listed = ", ".join(f"within {t:.1%}: {-100 * g:.1f}% of GPU-hours saved for a mean quality loss of {100 * q:.3f}%"
+                       for t, g, q in zip(main["tolerance"], main["gpu_hours_change"], main["quality_lost"]))
+    others = savings[savings["load_label"] != main_load]
+    other_text = "; ".join(
+        f"at {load}: " + ", ".join(f"{-100 * g:.1f}%" for g in rows["gpu_hours_change"])
+        for load, rows in others.groupby("load_label", sort=False))
+    return (f"Stopping each job once its learning curve comes within a tolerance of its best, at {main_load}: "
+            f"{listed}" + (f" (GPU-hours saved {other_text})" if other_text else "") + ".")
+
+
+def plot_early_stop(savings: pd.DataFrame, loads: list[str]):
+    """GPU-hours saved and mean JCT change against the quality lost, one line per load, points = tolerances."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for load, color in zip(loads, LOAD_COLORS):
+        rows = savings[savings["load_label"] == load]
+        q = np.maximum(100 * rows["quality_lost"].to_numpy(), 1e-4)  # a loss of 0 drawn at 0.0001%
+        for ax, column in zip(axes, ("gpu_hours_change", "jct_change")):
+            y = -100 * rows[column].to_numpy()
+            err = 100 * np.vstack([rows[f"{column}_ci_high"] - rows[column], rows[column] - rows[f"{column}_ci_low"]])
+            ax.errorbar(q, y, yerr=np.nan_to_num(err), fmt="o-", color=color, capsize=3, label=load)
+            for xq, yy, t in zip(q, y, rows["tolerance"]):
+                ax.annotate(f"{t:.1%}", (xq, yy), textcoords="offset points", xytext=(5, -10), fontsize=7,
+                            color=color)
+    axes[0].set_ylabel("GPU-hours saved (%)")
+    axes[1].set_ylabel("mean JCT reduction (%)")
+    axes[0].set_title("GPU-hours saved against quality lost (vs no early stop, paired by seed)", fontsize=9)
+    axes[1].set_title("mean JCT reduction against quality lost (vs no early stop, paired by seed)", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("mean quality lost (% of the metric, relative to the run's best; log scale)")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}%")
+        ax.set_ylim(bottom=min(0, ax.get_ylim()[0]))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, title="point labels: tolerance", title_fontsize=7)
+    fig.tight_layout()
+    return fig

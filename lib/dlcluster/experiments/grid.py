@@ -1,0 +1,279 @@
+"""The sweep of the five experiments: grids, the cells, running one cell, load calibration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ..sim import Migration, Workload, make_policy, simulate
+from ..sim.failures import RETRY_PRESETS
+from .common import (
+    EXPERIMENTS,
+    Inputs,
+    load_inputs,
+    load_key,
+    load_label,
+    measure,
+    resample_periods,
+    scale_load,
+)
+from .early_stop import early_stop_arm, early_stop_points
+from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
+from .interference import DedicatedPlacement, interference_arm
+from .locality import LONG_JOB_S, LongJobsStrictPolicy, locality_arm
+from .plots import TIME_FLOOR_S
+from .policies import POLICY_NAMES
+
+
+def inputs_fingerprint(trace: str, max_jobs: int | None = None, racks: int | None = None,
+                       start: str | None = None, curve_source: str = "pollux") -> str:
+    """sha256 of everything a cell reads besides code: jobs, machines, quotas, occupancy, failure fit, curves.
+
+    Put it in every cell so that the sweep cache notices changed data.
+    """
+    inputs = load_inputs(trace, max_jobs, racks, start)
+    w = inputs.workload
+    digest = hashlib.sha256()
+    for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update("\x1f".join(map(str, w.vc)).encode())
+    digest.update(json.dumps([inputs.topology.server_gpus, inputs.topology.server_rack, inputs.quotas,
+                              inputs.real_occupancy], sort_keys=True).encode())
+    digest.update(json.dumps(fitted_failure_spec(trace), sort_keys=True, default=str).encode())
+    digest.update(pd.util.hash_pandas_object(early_stop_points(curve_source, 0.001)).to_numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """How big a sweep is: the values each experiment sweeps (``small`` for CI, ``full`` for reports)."""
+
+    start: str | None
+    max_jobs: int | None
+    racks: int | None
+    resample_block_days: float
+    calibration_loads: tuple[float, ...]
+    relax_after_s: tuple[float, ...]
+    tolerances: tuple[float, ...]
+    failure_models: tuple[str, ...]
+    policies: tuple[str, ...]
+    # load settings: 'real' (x1), 'calibrated' (to the real occupancy) or a scaled factor
+    experiment_loads: tuple  # experiments 1-4
+    policy_loads: tuple      # experiment 5
+    oracle_loads: tuple      # the loads at which SRTF runs (its preemptions make heavy loads slow to simulate)
+
+
+GRIDS = {
+    # 3,000 jobs from the first day of the occupancy data on 8 racks (838 GPUs): a quick run, not a result
+    "small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
+                      calibration_loads=(1.0, 2.0, 4.0, 8.0),
+                      relax_after_s=(180.0,), tolerances=(0.01,), failure_models=("illustrative",),
+                      policies=("fifo", "philly", "las"), experiment_loads=("calibrated",),
+                      policy_loads=("real", "calibrated"), oracle_loads=()),
+    "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=7.0,
+                     calibration_loads=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),
+                     relax_after_s=(60.0, 180.0, 900.0, 3600.0), tolerances=(0.001, 0.01, 0.05),
+                     failure_models=("fitted", "illustrative"), policies=tuple(POLICY_NAMES),
+                     experiment_loads=("real", "calibrated", 4.0), policy_loads=("real", "calibrated", 6.0),
+                     oracle_loads=("real", "calibrated")),
+}
+
+
+def grid_spec(name: str) -> GridSpec:
+    if name not in GRIDS:
+        raise ValueError(f"grid must be one of {sorted(GRIDS)}, got {name!r}")
+    return GRIDS[name]
+
+
+def _scope(spec: GridSpec) -> dict:
+    return {"start": spec.start, "max_jobs": spec.max_jobs, "racks": spec.racks}
+
+
+def calibration_cells(spec: GridSpec, trace: str, fingerprint: str) -> list[dict]:
+    """Philly-policy replays of the trace as recorded at each calibration load factor."""
+    from .sweep import expand_grid
+    return expand_grid({"load": list(spec.calibration_loads)},
+                       {"experiment": "calibrate", "trace": trace, **_scope(spec), "seed": 0,
+                        "resample_block_days": 0, "load_setting": "calibration", "inputs": fingerprint})
+
+
+def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibrated: float) -> list[dict]:
+    """The cells of the five experiments at their load settings (``calibrated``: the calibrated factor)."""
+    from .sweep import expand_grid
+
+    seeds = [int(s) for s in seeds]
+    common = {"trace": trace, **_scope(spec), "resample_block_days": spec.resample_block_days,
+              "inputs": fingerprint}
+    cells = []
+
+    def resolve(load):
+        if load in ("real", "calibrated"):
+            return load, 1.0 if load == "real" else float(calibrated)
+        return "scaled", float(load)
+
+    def add(experiment, loads, axes, fixed=None):
+        for setting, factor in loads:
+            cells.extend(expand_grid({**axes, "seed": seeds},
+                                     {**common, **(fixed or {}), "experiment": experiment,
+                                      "load_setting": setting, "load": factor}))
+
+    loads = [resolve(lo) for lo in spec.experiment_loads]
+    add("locality", loads, {"locality": ["strict", "any"]}, {"relax_after_s": None, "long_jobs": "as-others"})
+    add("locality", loads, {"relax_after_s": list(spec.relax_after_s)}, {"locality": "relax", "long_jobs": "as-others"})
+    add("locality", loads, {"long_jobs": ["strict", "migrate"]}, {"locality": "relax", "relax_after_s": 180.0})
+    add("interference", loads, {"placement": ["pack", "spread"], "migration": [False, True]})
+    add("interference", loads, {"placement": ["dedicated"]}, {"migration": False})
+    add("failures", loads, {"failure_model": list(spec.failure_models),
+                            "retry": ["none", "philly", "adaptive", "prerun"]})
+    add("early_stop", loads, {"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
+    for load in spec.policy_loads:
+        policies = [p for p in spec.policies if p != "srtf" or load in spec.oracle_loads]
+        add("policy", [resolve(load)], {"policy": policies})
+    return cells
+
+
+def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
+    """The load factor whose simulated busy-server share meets ``target`` (linear between grid points).
+
+    Uses ``busy_server_share_dates`` (the occupancy data's dates) where every
+    calibration row has it, else ``busy_server_share`` (the arrival span).
+    Rounded to 0.01. Raises if the target lies outside the measured range.
+    """
+    rows = calibration[(calibration["bucket"] == "all") & (calibration["population"] == "all jobs")]
+    rows = rows.sort_values("load")
+    column = "busy_server_share_dates" if rows["busy_server_share_dates"].notna().all() else "busy_server_share"
+    x, y = rows["load"].to_numpy(float), rows[column].to_numpy(float)
+    for i in range(len(x) - 1):
+        if (y[i] - target) * (y[i + 1] - target) <= 0 and y[i] != y[i + 1]:
+            return round(float(x[i] + (target - y[i]) * (x[i + 1] - x[i]) / (y[i + 1] - y[i])), 2)
+    if len(x) and np.isclose(y, target).any():
+        return round(float(x[np.isclose(y, target)][0]), 2)
+    raise ValueError(f"the real occupancy {target:.3f} is outside the simulated busy-server shares "
+                     f"{np.round(y, 3).tolist()} at load factors {x.tolist()}: widen calibration_loads")
+
+
+def simulation_options(cell: dict, workload: Workload) -> tuple[object, dict, Workload, dict]:
+    """Policy, simulator options, the workload (possibly with convergence points) and per-job extras."""
+    experiment = cell["experiment"]
+    extras = {}
+    options = {}
+    if experiment in ("calibrate", "failures", "early_stop"):
+        policy = make_policy("philly")
+    elif experiment == "locality":
+        relax_after = float(cell.get("relax_after_s") or 180.0)
+        long_jobs = cell.get("long_jobs", "as-others")
+        if long_jobs == "strict":
+            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after)
+        else:
+            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after)
+        if long_jobs == "migrate":
+            options["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=LONG_JOB_S)
+        elif long_jobs not in ("as-others", "strict"):
+            raise ValueError(f"long_jobs must be 'as-others', 'strict' or 'migrate', got {long_jobs!r}")
+    elif experiment == "interference":
+        policy = make_policy("philly")
+        placement = cell["placement"]
+        if placement not in ("pack", "spread", "dedicated"):
+            raise ValueError(f"placement must be 'pack', 'spread' or 'dedicated', got {placement!r}")
+        options["placement"] = {"pack": "best_fit", "spread": "most_free"}.get(placement) or DedicatedPlacement()
+        if cell.get("migration", False):
+            options["migration"] = Migration()
+    elif experiment == "policy":
+        # every policy places best fit, so that the comparison is of queue order, locality and preemption
+        # (Philly's own most-free rule is compared with best fit in the interference experiment)
+        policy = make_policy(cell["policy"])
+        options["placement"] = "best_fit"
+    else:
+        raise ValueError(f"unknown experiment {experiment!r}; choose from {EXPERIMENTS}")
+    if experiment == "failures":
+        model = failure_model(cell["failure_model"], cell["trace"])
+        retry = cell["retry"]
+        if retry != "none":
+            if retry not in RETRY_PRESETS:
+                raise ValueError(f"retry must be 'none' or one of {sorted(RETRY_PRESETS)}, got {retry!r}")
+            options["failures"], options["retry"] = model, retry
+        # jobs the model hits, drawn as the simulator draws them (the class draw comes first): the baseline
+        # run knows them too, so 'good jobs' are the same jobs in every arm
+        extras["good"] = model.draws(len(workload), 1, cell["seed"]).job_class < 0
+    if experiment == "early_stop" and cell.get("tolerance") is not None:
+        points = early_stop_points(cell.get("curve_source", "pollux"), float(cell["tolerance"]))
+        pick = np.random.default_rng([cell["seed"], 0xE4]).integers(0, len(points), len(workload))
+        workload = replace(workload, converge_frac=np.clip(points["time_fraction"].to_numpy()[pick], 1e-6, 1.0))
+        options["early_stop"] = True
+        extras["quality_lost"] = points["quality_lost"].to_numpy()[pick]
+    return policy, options, workload, extras
+
+
+def run_cell(cell: dict) -> pd.DataFrame:
+    """Run one cell (the sweep function): simulate and measure. See :data:`EXPERIMENTS` for ``experiment``.
+
+    Common parameters: ``trace``, ``max_jobs``, ``racks``, ``seed``, ``resample_block_days``, ``load``.
+    """
+    inputs = load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
+    workload = resample_periods(inputs.workload, int(cell["seed"]), float(cell.get("resample_block_days", 0)))
+    workload = scale_load(workload, float(cell["load"]))
+    policy, options, workload, extras = simulation_options(cell, workload)
+    result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]), **options)
+    window = None
+    if cell["experiment"] == "calibrate":
+        window = _dates_window(inputs, workload, float(cell["load"]))
+    return measure(result, workload, extras, window)
+
+
+def _dates_window(inputs: Inputs, workload: Workload, factor: float):
+    """Simulated times of the occupancy data's dates (under arrival compression), or None if disjoint."""
+    first = float(workload.arrival_s.min())
+    lo, hi = ((t - workload.epoch) / pd.Timedelta(seconds=1) for t in inputs.occupancy_window)
+    lo, hi = first + (lo - first) / factor, first + (hi - first) / factor
+    lo, hi = max(lo, first), min(hi, float(workload.arrival_s.max()))
+    return (lo, hi) if hi > lo else None
+
+
+def with_arms(table: pd.DataFrame) -> pd.DataFrame:
+    """The sweep table with an ``arm`` label per row (what the experiment varies) and a ``load_label``."""
+    out = table.copy()
+    labels = {"locality": locality_arm, "interference": interference_arm, "early_stop": early_stop_arm,
+              "policy": lambda r: POLICY_NAMES[r["policy"]], "failures": lambda r: RETRY_NAMES[r["retry"]],
+              "calibrate": lambda r: "Philly"}
+    out["arm"] = [labels[r["experiment"]](r) for _, r in out.iterrows()]
+    out["load_label"] = [load_label(s, f) for s, f in zip(out["load_setting"], out["load"])]
+    out["load_key"] = [load_key(s, f) for s, f in zip(out["load_setting"], out["load"])]
+    return out
+
+
+def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
+    """Simulated busy-server share (and GPU allocation, queueing) against the load factor, with the real occupancy."""
+    import matplotlib.pyplot as plt
+
+    rows = calibration[(calibration["bucket"] == "all") & (calibration["population"] == "all jobs")]
+    rows = rows.sort_values("load")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax = axes[0]
+    ax.plot(rows["load"], rows["busy_server_share_dates"], "o-", color="#4C72B0",
+            label="servers busy, simulated (dates of the occupancy data)")
+    ax.plot(rows["load"], rows["busy_server_share"], "o--", color="#4C72B0", alpha=0.5,
+            label="servers busy, simulated (whole arrival span)")
+    ax.plot(rows["load"], rows["allocated_gpu_share"], "s-", color="#55A868", label="GPUs allocated, simulated")
+    ax.axhline(target, color="k", lw=1, ls=":", label=f"servers busy, real occupancy data ({target:.1%})")
+    ax.axvline(factor, color="#C44E52", lw=1.5, label=f"calibrated load x{factor:g}")
+    ax.set_xlabel("load factor (inter-arrival times divided by it)")
+    ax.set_ylabel("share of the cluster")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Calibrating the load to the real occupancy", fontsize=10)
+    ax = axes[1]
+    ax.plot(rows["load"], np.maximum(rows["queue_mean_s"], TIME_FLOOR_S), "o-", color="#8172B2",
+            label="mean queueing delay")
+    ax.plot(rows["load"], np.maximum(rows["jct_mean_s"], TIME_FLOOR_S), "o-", color="0.4", label="mean JCT")
+    ax.axvline(factor, color="#C44E52", lw=1.5)
+    ax.set_yscale("log")
+    ax.set_yticks([1, 60, 3600, 86400], ["1s", "1m", "1h", "1d"])
+    ax.set_xlabel("load factor")
+    ax.legend(fontsize=8)
+    ax.set_title("Waiting and completion time (Philly policy)", fontsize=10)
+    fig.tight_layout()
+    return fig

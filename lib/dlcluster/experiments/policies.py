@@ -1,0 +1,50 @@
+"""Experiment 5, scheduling policies: FIFO, Philly, Tiresias LAS/Gittins and an SRTF oracle bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.schema import SIZE_BUCKETS
+from .common import best_arm, change_text, format_duration, mean_where, paired_ci
+
+POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
+                "srtf": "SRTF (oracle bound)"}
+
+
+def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
+    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired), the SRTF
+    bound, and the p99 JCT of ``bucket`` jobs."""
+    clauses = []
+    oracle = POLICY_NAMES["srtf"]
+    for load in loads:
+        at = rows[rows["load_label"] == load]
+        everyone = at[at["bucket"] == "all"]
+        best, value = best_arm(everyone, "jct_mean_s", exclude=(oracle,))
+        if best is None:
+            continue
+        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean()
+        if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
+            clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
+                           f"({format_duration(value)})")
+            continue
+        # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
+        other, _ = best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)
+        philly = mean_where(everyone, "jct_mean_s", arm="Philly")
+        change = change_text(philly, mean_where(everyone, "jct_mean_s", arm=other),
+                              paired_ci(everyone, "Philly", other, "jct_mean_s")) if other else "n/a"
+        srtf = mean_where(everyone, "jct_mean_s", arm=oracle)
+        bound = f"; SRTF bound {format_duration(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
+        large = at[at["bucket"] == bucket]
+        by_size = []
+        for size in SIZE_BUCKETS:
+            size_best, size_value = best_arm(at[at["bucket"] == size], "jct_mean_s", exclude=(oracle,))
+            if size_best is not None:
+                by_size.append(f"{size} GPU{'' if size == '1' else 's'}: {size_best}")
+        clauses.append(
+            f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_duration(value)}; "
+            f"Philly → {other}: {change}{bound}), with p99 JCT of {bucket}-GPU jobs "
+            f"{format_duration(mean_where(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
+            f"{format_duration(mean_where(large, 'jct_p99_s', arm=other))} under {other}"
+            + (", and the lowest mean JCT per job size from " + ", ".join(by_size) if by_size else ""))
+    return "Across scheduling policies, " + "; ".join(clauses) + "."

@@ -1,0 +1,1 @@
+"""The ResNet-50 locality and colocation benchmark (Table 4): measures on the user's hardware what the trace cannot show."""
