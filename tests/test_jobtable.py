@@ -98,8 +98,17 @@ def test_seconds_from_an_origin_match_the_same_timestamps(tmp_path):
     # naive timestamps are wall-clock times in --timezone; explicit offsets are honoured
     shanghai = load_job_table(stamps, columns, timezone="Asia/Shanghai")[0]
     assert shanghai["submitted"].iloc[0] == pd.Timestamp("2020-06-08 16:00:00", tz="UTC")
-    offset = _write(tmp_path / "offset.csv", "t,g,d\n2020-06-09T08:00:00+08:00,1,60\n")
-    assert load_job_table(offset, columns)[0]["submitted"].iloc[0] == pd.Timestamp("2020-06-09", tz="UTC")
+    offset = _write(tmp_path / "offset.csv", "t,g,d\n2020-06-09T08:00:00+08:00,1,60\n2020-06-09T02:00:00+02:00,1,60\n")
+    assert list(load_job_table(offset, columns)[0]["submitted"]) == [pd.Timestamp("2020-06-09", tz="UTC")] * 2
+    mixed = _write(tmp_path / "mixed.csv", "t,g,d\n2020-06-09T08:00:00+08:00,1,60\n2020-06-09 08:00:00,1,60\n")
+    with pytest.raises(TraceFormatError, match="mixed.csv: column 't': some timestamps carry a zone"):
+        load_job_table(mixed, columns)
+    # a wall-clock time in the repeated hour of a DST change is read as its first occurrence and flagged
+    repeated = _write(tmp_path / "dst.csv", "t,g,d\n2017-11-05 01:30:00,1,60\n2017-11-05 03:00:00,1,60\n")
+    jobs, quality = load_job_table(repeated, columns, timezone="America/Los_Angeles")
+    assert jobs["submitted"].iloc[0] == pd.Timestamp("2017-11-05 08:30:00", tz="UTC")
+    assert quality.counts("dst.csv")["flags"] == {
+        "time in a repeated daylight-saving hour in America/Los_Angeles (read as the first)": 1, NO_VC_FLAG: 2}
 
 
 def test_a_missing_column_names_the_file_the_column_and_what_was_found(tmp_path):
@@ -164,6 +173,11 @@ def test_map_file_errors_name_the_file_and_key(tmp_path):
         load_job_table(_write(tmp_path / "t.csv", "t,g,d\n0,1,1\n"), bad)
     with pytest.raises(TraceFormatError, match=r"expected a \.csv, \.csv\.gz or \.parquet"):
         load_job_table(_write(tmp_path / "t.json", "[]"), {"submit": "t"})
+    table = _write(tmp_path / "ok.csv", "t,g,d\n0,1,1\n")
+    with pytest.raises(ValueError, match="timezone 'Mars/Olympus': not a known time zone"):
+        load_job_table(table, {"submit": "t", "gpus": "g", "duration": "d"}, timezone="Mars/Olympus")
+    with pytest.raises(ValueError, match="origin 'last spring'"):
+        load_job_table(table, {"submit": "t", "gpus": "g", "duration": "d"}, origin="last spring")
 
 
 def test_python_api_replays_a_job_table_deterministically():

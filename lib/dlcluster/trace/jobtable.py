@@ -66,6 +66,7 @@ SINGLE_VC = "all"
 NO_VC_FLAG = f"no VC column: job in the single VC {SINGLE_VC!r}"
 UNIX_EPOCH = "1970-01-01T00:00:00Z"
 _MAX_ABS_SECONDS = 9.2e9  # pandas' nanosecond timestamps end in 2262
+_ZONE_SUFFIX = r"(?:Z|[+-]\d\d:?\d\d)$"  # ISO 8601 zone designator at the end of a timestamp
 _MISSING_TEXT = ("", "nan", "none", "null", "nat", "na", "<na>")
 
 
@@ -168,17 +169,15 @@ def _times(values: pd.Series, origin: pd.Timestamp, timezone: str, file: str, co
     ambiguous = pd.Series(False, index=values.index)
     stamps = ~absent & seconds.isna()
     if stamps.any():
-        try:
-            parsed = pd.to_datetime(text[stamps], format="ISO8601", errors="coerce")
-        except (ValueError, TypeError) as exc:
-            raise TraceFormatError(f"{file}: column {column!r}: timestamps that mix time zones or forms ({exc}); "
-                                   f"expected ISO 8601 like 2020-06-09 18:41:01, or numbers of seconds") from None
-        if not pd.api.types.is_datetime64_any_dtype(parsed):
-            raise TraceFormatError(f"{file}: column {column!r}: timestamps that mix time zones; expected one form, "
-                                   f"e.g. all '2020-06-09 18:41:01' (read in --timezone) or all with an offset")
+        zoned = text[stamps].str.contains(_ZONE_SUFFIX, regex=True)
+        if zoned.any() and not zoned.all():
+            first_naive, first_zoned = text[stamps][~zoned].iloc[0], text[stamps][zoned].iloc[0]
+            raise TraceFormatError(f"{file}: column {column!r}: some timestamps carry a zone ({first_zoned!r}) and "
+                                   f"some do not ({first_naive!r}); expected one form")
+        parsed = pd.to_datetime(text[stamps], format="ISO8601", errors="coerce", utc=bool(zoned.all()))
         if parsed.dt.tz is None:
             parsed, ambiguous[stamps] = localize_naive(parsed, timezone)
-        utc[stamps] = parsed.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+        utc[stamps] = parsed.astype("datetime64[ns, UTC]")
     return utc, utc.isna(), ambiguous
 
 
@@ -217,6 +216,10 @@ def load_job_table(path: str | Path, columns: dict | str | Path | None = None, o
         raise ValueError(f"origin {origin!r}: expected a timestamp like 2020-04-01 or 2020-04-01T08:00:00+08:00")
     origin = origin.tz_localize("UTC") if origin.tzinfo is None else origin.tz_convert("UTC")
     timezone = timezone or "UTC"
+    try:
+        pd.Timestamp("2000-01-01").tz_localize(timezone)
+    except (KeyError, ValueError, TypeError):  # zoneinfo's ZoneInfoNotFoundError is a KeyError
+        raise ValueError(f"timezone {timezone!r}: not a known time zone; expected e.g. UTC or Asia/Shanghai") from None
 
     raw, kind = _read_table(path)
     raw = raw.reset_index(drop=True)
