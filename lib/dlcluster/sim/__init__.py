@@ -10,6 +10,10 @@ experiments (locality, migration, failure handling, early stopping).
     result.jobs, result.attempts, result.timeseries, result.summary
     write_raw_trace(result, "out/")              # Philly raw format, readable by load_trace
 
+    # another cluster's job table (CSV/Parquet) instead of the Philly jobs:
+    workload, quality = workload_from_job_table("jobs.csv.gz", columns="columns.yaml")
+    result = simulate(workload, parse_spec("2x8x8"), "fifo")
+
 Parts: :mod:`.topology`, :mod:`.workload`, :mod:`.placement`,
 :mod:`.policies` (one file per policy), :mod:`.slowdown`, :mod:`.failures`,
 :mod:`.migration`, :mod:`.engine`, :mod:`.results`, :mod:`.rawtrace` (a run in the raw format,
@@ -32,11 +36,12 @@ from .rawtrace import write_raw_trace
 from .results import SimResult
 from .slowdown import SlowdownModel, default_slowdown_model, no_slowdown
 from .topology import (DEFAULT_RACK_SIZE, Topology, parse_spec, topology_from_machines, topology_from_spec)
-from .workload import (Workload, generate_workload, quotas_from_table, workload_from_jobs, workload_from_trace)
+from .workload import (Workload, generate_workload, quotas_from_table, workload_from_job_table, workload_from_jobs,
+                       workload_from_trace)
 
 __all__ = [
     "simulate", "Simulator", "SimResult", "public_inputs", "PublicInputs",
-    "Workload", "workload_from_jobs", "workload_from_trace", "generate_workload", "quotas_from_table",
+    "Workload", "workload_from_jobs", "workload_from_trace", "workload_from_job_table", "generate_workload", "quotas_from_table",
     "Topology", "topology_from_machines", "topology_from_spec", "parse_spec", "DEFAULT_RACK_SIZE",
     "SchedulingPolicy", "FifoPolicy", "PhillyPolicy", "LasPolicy", "GittinsPolicy", "SrtfPolicy", "POLICIES",
     "make_policy", "Locality", "LocalityPlacement", "SlowdownModel", "default_slowdown_model", "no_slowdown",

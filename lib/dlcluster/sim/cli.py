@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..trace.jobtable import FIELDS as JOB_TABLE_FIELDS
+from ..trace.jobtable import NO_VC_FLAG, SINGLE_VC
 from .policies import POLICIES
 
 
@@ -30,6 +32,21 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default="public",
                    help="trace source for jobs, machines and quotas: public (default), philly, or a raw directory")
     p.add_argument("--generate", type=int, metavar="N", help="use N synthetic jobs instead of the trace's jobs")
+    jobs = p.add_argument_group(
+        "another cluster's job table",
+        "Replay the jobs of a CSV, CSV.gz or Parquet file instead of the trace's jobs. Required fields: submit time "
+        "(seconds from --origin, or a timestamp), GPU count and duration (or start and end); optional: VC, user, "
+        "status, job id. Columns are mapped by --map and the --*-col flags (flags win); unmapped fields are looked "
+        "up under common names (submit_time, gpu_num, num_gpu, duration, vc, user, state, job_id, ...).")
+    jobs.add_argument("--jobs", type=Path, metavar="FILE", help="the job table to replay")
+    jobs.add_argument("--map", type=Path, metavar="YAML",
+                      help="column mapping, e.g. {submit: submit_time, gpus: gpu_num, duration: duration, vc: vc}; "
+                           "may also set origin and timezone")
+    for field in JOB_TABLE_FIELDS:
+        jobs.add_argument(f"--{field}-col", dest=f"{field}_col", metavar="COLUMN",
+                          help=f"column of the {field} field: {JOB_TABLE_FIELDS[field]}")
+    jobs.add_argument("--origin", help="what numeric times count seconds from (default: the Unix epoch)")
+    jobs.add_argument("--timezone", help="zone of timestamps written without one (default UTC)")
     p.add_argument("--tile", type=int, default=1, metavar="K", help="repeat the workload K times back to back")
     p.add_argument("--topology", default="trace",
                    help="'trace' (reconstructed machines, default) or RACKSxSERVERSxGPUS, e.g. 4x16x8")
@@ -59,16 +76,22 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_inputs(args):
-    """Workload, topology and quotas from the command-line arguments."""
+    """Workload, topology, quotas and the job table's quality report (or None) from the arguments."""
     from . import (assign_convergence, generate_workload, parse_spec, quotas_from_table, topology_from_machines,
-                   workload_from_trace)
+                   workload_from_job_table, workload_from_trace)
 
-    trace = None
-    if args.generate is None or args.topology == "trace":
+    if args.generate is not None and args.jobs is not None:
+        raise ValueError("--generate and --jobs: give one workload, not both")
+    own_jobs = args.generate is not None or args.jobs is not None
+    trace = quality = None
+    if not own_jobs or args.topology == "trace":
         from ..trace import load_trace
         trace = load_trace(args.trace, with_util=False)
     if args.generate is not None:
         workload = generate_workload(args.generate, seed=args.seed)
+    elif args.jobs is not None:
+        workload, quality = workload_from_job_table(args.jobs, job_table_columns(args), origin=args.origin,
+                                           timezone=args.timezone)
     else:
         workload = workload_from_trace(trace, source="pollux" if args.trace == "public" else None)
     if args.tile > 1:
@@ -78,11 +101,47 @@ def build_inputs(args):
     topology = topology_from_machines(trace.machines, args.rack_size) if args.topology == "trace" \
         else parse_spec(args.topology)
     quotas = None
-    if not args.no_quotas and args.generate is None:
+    if not args.no_quotas and not own_jobs:
         if trace.vc_quotas is None:
             raise ValueError(f"trace {args.trace!r} has no VC quotas: pass --no-quotas")
         quotas = quotas_from_table(trace.vc_quotas)
-    return workload, topology, quotas
+    return workload, topology, quotas, quality
+
+
+def job_table_columns(args) -> dict:
+    """The column mapping from --map and the --*-col flags (a flag overrides the file)."""
+    from ..trace.jobtable import read_column_map
+
+    mapping = read_column_map(args.map) if args.map is not None else {}
+    for field in JOB_TABLE_FIELDS:
+        if getattr(args, f"{field}_col") is not None:
+            mapping[field] = getattr(args, f"{field}_col")
+    return mapping
+
+
+def job_table_summary(quality, path: Path) -> dict:
+    """What the job table gave: rows read and loaded, and counts per quarantine and flag reason."""
+    counts = quality.counts(path.name)
+    return {"file": str(path), "rows_read": counts["read"], "rows_loaded": counts["loaded"],
+            "quarantined": counts["quarantined"], "flagged": counts["flags"]}
+
+
+def print_job_table_quality(quality, workload, path: Path) -> None:
+    """The job table's data-quality report, and how VCs were assigned, on stderr."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_colwidth", 60):
+        print("job table data quality:", file=sys.stderr)
+        print(quality.summary().to_string(index=False), file=sys.stderr)
+        reasons = quality.to_frame()
+        if len(reasons):
+            print(reasons.drop(columns="file").to_string(index=False), file=sys.stderr)
+    if NO_VC_FLAG in quality.counts(path.name)["flags"]:
+        print(f"no VC column: all {len(workload):,} jobs go to one VC, {SINGLE_VC!r}", file=sys.stderr)
+    else:
+        vcs = len(set(workload.vc))
+        print(f"{vcs} VC{'s' if vcs != 1 else ''} in the table; no VC quotas for a job table: the VCs share the "
+              f"cluster", file=sys.stderr)
 
 
 def make_options(args) -> dict:
@@ -112,12 +171,17 @@ def make_options(args) -> dict:
 def run(args) -> int:
     from . import simulate, write_raw_trace
 
-    workload, topology, quotas = build_inputs(args)
+    workload, topology, quotas, quality = build_inputs(args)
     options = make_options(args)
     policy = options.pop("policy")
+    if quality is not None:
+        print_job_table_quality(quality, workload, args.jobs)
     print(f"workload: {workload.source}, {len(workload):,} jobs; cluster: {topology.describe()}", file=sys.stderr)
     result = simulate(workload, topology, policy, quotas=quotas, **options)
-    summary = json.dumps(result.summary, indent=2, default=str)
+    summary = dict(result.summary)
+    if quality is not None:
+        summary["jobs_input"] = job_table_summary(quality, args.jobs)
+    summary = json.dumps(summary, indent=2, default=str)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         result.jobs.to_parquet(args.out / "jobs.parquet", index=False)

@@ -13,9 +13,12 @@ which have one attempt each); it is treated as the time at ideal placement.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..trace.quality import QualityReport
 
 REQUIRED_JOB_COLUMNS = ("jobid", "vc", "submitted", "num_gpus")
 
@@ -212,3 +215,21 @@ def generate_workload(num_jobs: int, *, seed: int = 0, mean_interarrival_s: floa
                     user=np.array([f"{vcs[v]}-u{u}" for v, u in zip(vc_index, user_index)], dtype=object),
                     arrival_s=arrival, num_gpus=gpus, service_s=service, epoch=pd.Timestamp(epoch, tz="UTC"),
                     source=f"generated(seed={seed})")
+
+
+def workload_from_job_table(path, columns=None, **options) -> tuple[Workload, QualityReport]:
+    """Workload from another cluster's job table (CSV, CSV.gz or Parquet); returns ``(workload, quality)``.
+
+    ``columns`` and ``options`` are those of :func:`dlcluster.trace.jobtable.load_job_table`.
+    Rows that cannot be replayed are counted in ``quality`` (and in the
+    workload's ``excluded``) with their reason.
+    """
+    from ..trace.jobtable import load_job_table
+
+    jobs, quality = load_job_table(path, columns, **options)
+    file = Path(path).name
+    if len(jobs) == 0:
+        raise ValueError(f"{path}: no job can be replayed; {quality.counts(file)['quarantined']}")
+    workload = workload_from_jobs(jobs, source=None)
+    excluded = {**quality.counts(file)["quarantined"], **workload.excluded}
+    return replace(workload, excluded=excluded, source=f"job table {file}"), quality

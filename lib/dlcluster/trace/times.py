@@ -27,11 +27,22 @@ def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Serie
     present = values.notna() & (values.astype(str).str.strip().str.lower().isin(["", "none", "nan", "null"]) == False)  # noqa: E712
     naive = pd.to_datetime(values.where(present), errors="coerce", format="%Y-%m-%d %H:%M:%S")
     unparseable = present & naive.isna()
-    probe = naive.dt.tz_localize(TRACE_TZ, ambiguous="NaT", nonexistent="NaT")
-    ambiguous = naive.notna() & probe.isna()
-    utc = naive.dt.tz_localize(TRACE_TZ, ambiguous=np.ones(len(naive), dtype=bool),
-                               nonexistent="shift_forward").dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    utc, ambiguous = localize_naive(naive, TRACE_TZ)
     return utc, unparseable, ambiguous
+
+
+def localize_naive(naive: pd.Series, tz: str) -> tuple[pd.Series, pd.Series]:
+    """Naive wall-clock times in zone ``tz`` -> UTC; returns ``(utc, ambiguous)``.
+
+    A time in a repeated hour (end of daylight-saving time) is read as its first
+    occurrence and marked in ``ambiguous`` for the caller to count; a time in a
+    skipped hour is shifted forward.
+    """
+    probe = naive.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+    ambiguous = naive.notna() & probe.isna()
+    utc = naive.dt.tz_localize(tz, ambiguous=np.ones(len(naive), dtype=bool),
+                               nonexistent="shift_forward").dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    return utc, ambiguous
 
 
 def parse_zoned(values: pd.Series) -> tuple[pd.Series, pd.Series]:
