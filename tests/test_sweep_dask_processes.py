@@ -74,11 +74,12 @@ class DaskProcesses:
 
 @pytest.fixture
 def dask_processes(tmp_path):
-    """``start(cell_sleep_s, allowed_failures)``: a scheduler and two single-threaded workers importing this
-    worktree's code. ``allowed_failures``: how many worker deaths a task survives (Dask's default: 3)."""
+    """``start(cell_sleep_s, allowed_failures, n_workers)``: a scheduler and single-threaded workers (two by
+    default) importing this worktree's code. ``allowed_failures``: how many worker deaths a task survives
+    (Dask's default: 3)."""
     started: list[DaskProcesses] = []
 
-    def start(cell_sleep_s: float, allowed_failures: int | None = None) -> DaskProcesses:
+    def start(cell_sleep_s: float, allowed_failures: int | None = None, n_workers: int = 2) -> DaskProcesses:
         cluster = DaskProcesses(root=tmp_path / "dask", log_dir=tmp_path / "dask" / "cells")
         cluster.log_dir.mkdir(parents=True)
         started.append(cluster)
@@ -102,7 +103,7 @@ def dask_processes(tmp_path):
                     pass
             time.sleep(0.1)
         assert cluster.address.startswith("tcp://127.0.0.1:")
-        for n in range(2):
+        for n in range(n_workers):
             cluster.workers.append(cluster.spawn(f"worker{n}", [
                 "worker", cluster.address, "--nworkers", "1", "--nthreads", "1", "--no-nanny", "--no-dashboard",
                 "--host", "127.0.0.1", "--name", f"worker{n}", "--death-timeout", "30",
@@ -110,9 +111,9 @@ def dask_processes(tmp_path):
         from distributed import Client
         with Client(cluster.address, timeout=START_TIMEOUT_S, set_as_default=False) as client:
             try:
-                client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+                client.wait_for_workers(n_workers, timeout=START_TIMEOUT_S)
             except TimeoutError:
-                pytest.fail(f"the two Dask workers did not join:\n{cluster.output()}")
+                pytest.fail(f"the Dask workers did not join:\n{cluster.output()}")
             pids = set(client.run(os.getpid).values())
         assert pids == {w.pid for w in cluster.workers}  # the processes we started, not children of them
         return cluster
@@ -235,3 +236,4 @@ def test_a_cell_dask_gives_up_on_is_named_and_the_rest_cached(tmp_path, dask_pro
     pd.testing.assert_frame_equal(rerun, _local(cells, tmp_path / "local"))
     done = Counter(params for _, event, params in read_records(cluster.log_dir) if event == "done")
     assert done == Counter(json.dumps(c, sort_keys=True) for c in cells)
+

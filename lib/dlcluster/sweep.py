@@ -156,19 +156,17 @@ def _run_local(fn, pending, n_jobs):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_dask(fn, pending, keys, address):
+def _run_dask(fn, pending, address):
     """Run the cells on a Dask scheduler; a cell the cluster gives up on is reported as that cell's failure.
 
-    Dask reruns a task whose worker died, so each cell still arrives here exactly once. Each task's
-    name is its cell's cache key: a name stands for one computation, even when a worker still holds a
-    task of an earlier, interrupted sweep. A result is released as soon as it has arrived, so the loss
-    of a worker does not make Dask recompute cells that are already done.
+    Dask reruns a task whose worker died, so each cell still arrives here once. A result is released as
+    soon as it has arrived: the loss of a worker then makes Dask recompute only the cells it was running,
+    not the finished ones whose results it still held.
     """
     from distributed import Client, as_completed as dask_completed
 
-    name = f"{fn.__module__}.{fn.__qualname__}"
     with Client(address) as client:
-        cells = {client.submit(_call, fn, params, pure=False, key=f"sweep-{name}-{keys[i]}"): i
+        cells = {client.submit(_call, fn, params, pure=False, key=f"sweep-cell-{i}-{os.getpid()}"): i
                  for i, params in pending}
         for future in dask_completed(list(cells)):
             i = cells.pop(future)
@@ -212,7 +210,7 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     workers = n_jobs or len(os.sched_getaffinity(0))
     bar = _progress(len(cells), len(cells) - len(pending), progress)
     failures = []
-    runs = _run_dask(fn, pending, keys, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
+    runs = _run_dask(fn, pending, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
     try:
         for i, (status, payload) in runs:
             if status == "ok":
