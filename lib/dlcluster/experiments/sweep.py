@@ -157,15 +157,25 @@ def _run_local(fn, pending, n_jobs):
 
 
 def _run_dask(fn, pending, address):
-    from distributed import Client
-    from distributed import as_completed as dask_completed
+    """Run the cells on a Dask scheduler; a cell the cluster gives up on is reported as that cell's failure.
+
+    Dask reruns a task whose worker died, so each cell still arrives here once. A result is released as
+    soon as it has arrived: the loss of a worker then makes Dask recompute only the cells it was running,
+    not the finished ones whose results it still held.
+    """
+    from distributed import Client, as_completed as dask_completed
 
     with Client(address) as client:
-        futures = {}
-        for i, params in pending:
-            futures[client.submit(_call, fn, params, pure=False, key=f"sweep-cell-{i}-{os.getpid()}")] = i
-        for future in dask_completed(list(futures)):
-            yield futures[future], future.result()
+        cells = {client.submit(_call, fn, params, pure=False, key=f"sweep-cell-{i}-{os.getpid()}"): i
+                 for i, params in pending}
+        for future in dask_completed(list(cells)):
+            i = cells.pop(future)
+            try:
+                outcome = future.result()
+            except Exception:  # not the cell's own error (_call catches it): e.g. KilledWorker after repeated losses
+                outcome = "error", traceback.format_exc()
+            future.release()
+            yield i, outcome
 
 
 def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path, *,
