@@ -25,6 +25,7 @@ import pytest
 
 from dlcluster.sim import peer_compatible, simulate_peer_compatible
 from dlcluster.sim.cli import main
+from dlcluster.sim.peer import HELIOS_PHILLY_WINDOW
 
 PEER_MEAN_JCT_S = 13_252.0
 PEER_MEAN_QUEUEING_S = 115.0
@@ -68,3 +69,12 @@ def test_peer_compatible_sjf_matches_helios_sjf(inputs):
     summary = simulate_peer_compatible(inputs, "sjf").summary
     assert summary["jct_s"]["mean"] == pytest.approx(13_195.7, rel=0.02)
     assert summary["queueing_delay_s"]["mean"] == pytest.approx(58.7, rel=0.02)
+
+
+def test_peer_inputs_in_the_window_of_helioss_own_philly_run():
+    window = peer_compatible(window=HELIOS_PHILLY_WINDOW)
+    # Pollux jobs of the 11 VCs submitted 2017-10-01 00:00 .. 2017-11-30 23:59 (US/Pacific wall clock)
+    assert len(window.workload) == 68_503
+    assert window.workload.excluded == {"VC without a node count (peer mode)": 18,
+                                        "submitted outside 2017-10-01 00:00:00 .. 2017-11-30 23:59:00 (peer mode)":
+                                        13_726}

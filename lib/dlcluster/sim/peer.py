@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from .engine import Simulator
@@ -35,6 +36,9 @@ from .workload import Workload, workload_from_trace
 PEER_GPUS_PER_NODE = 8  # HeliosArtifact simulator.py --num_gpus_per_node default; its placer supports only 8
 PEER_POLICIES = ("fifo", "sjf")
 PEER_OPTIONS = {"placement": "whole_servers", "slowdown": None, "lending": False}
+# Helios's own Philly run: jobs submitted in this window of US/Pacific wall-clock time (HeliosArtifact
+# framework/QSSF Service/simulator.py line 27, utils.py lines 73-103)
+HELIOS_PHILLY_WINDOW = ("2017-10-01 00:00:00", "2017-11-30 23:59:00")
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,13 @@ class PeerResult:
     summary: dict
 
 
-def peer_compatible(trace=None) -> PeerInputs:
-    """Peer-compatible inputs from a trace (default ``load_trace("public")``: the Pollux jobs)."""
+def peer_compatible(trace=None, window: tuple[str, str] | None = None) -> PeerInputs:
+    """Peer-compatible inputs from a trace (default ``load_trace("public")``: the Pollux jobs).
+
+    ``window``: keep only jobs submitted from ``window[0]`` to ``window[1]`` (inclusive), read as
+    US/Pacific wall-clock times like the raw log (e.g. :data:`HELIOS_PHILLY_WINDOW`); the others are
+    excluded and counted.
+    """
     if trace is None:
         from ..trace import load_trace
         trace = load_trace("public", with_util=False)
@@ -71,7 +80,17 @@ def peer_compatible(trace=None) -> PeerInputs:
     excluded = dict(workload.excluded)
     if (~known).any():
         excluded["VC without a node count (peer mode)"] = int((~known).sum())
-    workload = replace(workload.take(known), excluded=excluded, source=f"{workload.source} (peer-compatible)")
+    keep = known
+    if window is not None:
+        local = (workload.epoch + pd.to_timedelta(workload.arrival_s, unit="s")).tz_convert("US/Pacific")
+        local = local.tz_localize(None)
+        inside = np.asarray((local >= pd.Timestamp(window[0])) & (local <= pd.Timestamp(window[1])))
+        if (known & ~inside).any():
+            excluded[f"submitted outside {window[0]} .. {window[1]} (peer mode)"] = int((known & ~inside).sum())
+        keep = known & inside
+    if not keep.any():
+        raise ValueError("peer-compatible inputs: no job of a VC with a node count is left")
+    workload = replace(workload.take(keep), excluded=excluded, source=f"{workload.source} (peer-compatible)")
     return PeerInputs(workload=workload, vc_nodes={v: n for v, n in nodes.items() if v in set(workload.vc)})
 
 
