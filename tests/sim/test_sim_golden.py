@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from sim_helpers import attempts_of, check_invariants, job, make_workload
 
-from dlcluster.sim import (FailureModel, GittinsPolicy, LasPolicy, Migration, PhillyPolicy, RetryPolicy,
-                           SlowdownModel, simulate, topology_from_spec)
+from dlcluster.sim import (FailureModel, FifoPolicy, GittinsPolicy, LasPolicy, Migration, PhillyPolicy, RetryPolicy,
+                           SlowdownModel, make_policy, simulate, topology_from_spec)
 
 TWO_BY_FOUR = topology_from_spec(1, 2, 4)
 
@@ -245,3 +245,57 @@ def test_delay_by_cause_table_by_job_size():
 def test_progress_bar_can_be_shown(capsys):
     run([("A", 0, 1, 10)], TWO_BY_FOUR, "fifo", progress=True)
     assert "simulating" in capsys.readouterr().err
+
+
+def test_sjf_starts_the_shortest_waiting_job_first():
+    rows = [("A", 0, 8, 100), ("B", 10, 4, 50), ("C", 20, 4, 10), ("D", 30, 4, 30)]
+    # A holds both servers until 100; then SJF starts C (10 s) and D (30 s), and B (50 s) when C ends.
+    r = run(rows, TWO_BY_FOUR, "sjf")
+    assert job(r, "C")[["first_start_s", "end_s"]].tolist() == [100, 110]
+    assert job(r, "D")[["first_start_s", "end_s"]].tolist() == [100, 130]
+    assert job(r, "B")[["first_start_s", "end_s"]].tolist() == [110, 160]
+    # FIFO: B and C at 100, D when C ends.
+    r = run(rows, TWO_BY_FOUR, "fifo")
+    assert [job(r, n)["first_start_s"] for n in "BCD"] == [100, 100, 110]
+
+
+def test_fifo_without_backfill_blocks_the_rest_of_a_vcs_queue():
+    rows = FRAGMENTING[:4] + [("F", 6, 1, 20)]
+    vcs = ["vc", "vc", "vc", "vc", "other"]
+    # C (2 GPUs on one server) cannot start at 5 (1 + 1 free GPUs). With backfill D starts at 6 anyway;
+    # without, D waits behind C, while F of another VC is not held back: F takes s0's free GPU at 6 (to 26).
+    # B ends at 50: C -> s1 (4 free), then D -> s0's free GPU (best fit: 1 free beats s1's 2).
+    r = run(rows, TWO_BY_FOUR, FifoPolicy(backfill=False), vcs=vcs)
+    assert job(r, "F")[["first_start_s", "end_s"]].tolist() == [6, 26]
+    assert job(r, "C")[["first_start_s", "end_s"]].tolist() == [50, 60]
+    assert job(r, "D")[["first_start_s", "end_s"]].tolist() == [50, 70]
+    assert job(run(rows, TWO_BY_FOUR, "fifo", vcs=vcs), "D")["first_start_s"] == 6
+
+
+def test_head_of_line_fifo_needs_vcs_decided_on_their_own_gpus():
+    workload = make_workload([("A", 0, 1, 10)])
+    with pytest.raises(ValueError, match="lending=False"):
+        simulate(workload, TWO_BY_FOUR, FifoPolicy(backfill=False), quotas={"vc": 4})
+    with pytest.raises(ValueError, match="non-preemptive"):
+        make_policy("srtf", backfill=False)
+
+
+def test_whole_servers_placement_takes_wholly_free_servers():
+    three = topology_from_spec(1, 3, 4)
+    rows = [("X", 0, 1, 100), ("Y", 0, 6, 50), ("Z", 1, 5, 10)]
+
+    def servers(result, name):
+        p = result.placements()
+        return sorted(set(p.loc[p["jobid"] == name, "machine"]))
+
+    # X -> m0. Y (6 = 4 + 2): the wholly free m1, and 2 GPUs on the remaining server with the most free
+    # (m2: 4 > m0's 3). Z (5 = 4 + 1) needs a wholly free server: none until Y ends at 50 (5 GPUs are free
+    # in pieces at 1); then m1 + 1 GPU on m2.
+    r = run(rows, three, "fifo", placement="whole_servers")
+    assert servers(r, "Y") == ["m1", "m2"]
+    assert job(r, "Z")[["first_start_s", "end_s"]].tolist() == [50, 60]
+    assert servers(r, "Z") == ["m1", "m2"]
+    # best_fit puts Y's last 2 GPUs on the tightest server (m0) and starts Z at once on m0 + m2.
+    r = run(rows, three, "fifo")
+    assert servers(r, "Y") == ["m0", "m1"]
+    assert job(r, "Z")["first_start_s"] == 1

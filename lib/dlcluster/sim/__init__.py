@@ -29,9 +29,10 @@ from .convergence import assign_convergence, convergence_fractions_from_learning
 from .engine import Simulator
 from .failures import (FailureClass, FailureModel, RETRY_PRESETS, RetryPolicy, default_failure_model)
 from .migration import Migration
+from .peer import PeerInputs, PeerResult, peer_compatible, simulate_peer_compatible
 from .placement import Locality, LocalityPlacement
 from .policies import (POLICIES, FifoPolicy, GittinsPolicy, LasPolicy, PhillyPolicy, SchedulingPolicy,
-                       SrtfPolicy, make_policy)
+                       SjfPolicy, SrtfPolicy, make_policy)
 from .rawtrace import write_raw_trace
 from .results import SimResult
 from .slowdown import SlowdownModel, default_slowdown_model, no_slowdown
@@ -43,7 +44,8 @@ __all__ = [
     "simulate", "Simulator", "SimResult", "public_inputs", "PublicInputs",
     "Workload", "workload_from_jobs", "workload_from_trace", "workload_from_job_table", "generate_workload", "quotas_from_table",
     "Topology", "topology_from_machines", "topology_from_spec", "parse_spec", "DEFAULT_RACK_SIZE",
-    "SchedulingPolicy", "FifoPolicy", "PhillyPolicy", "LasPolicy", "GittinsPolicy", "SrtfPolicy", "POLICIES",
+    "SchedulingPolicy", "FifoPolicy", "PhillyPolicy", "SjfPolicy", "LasPolicy", "GittinsPolicy", "SrtfPolicy",
+    "POLICIES", "peer_compatible", "simulate_peer_compatible", "PeerInputs", "PeerResult",
     "make_policy", "Locality", "LocalityPlacement", "SlowdownModel", "default_slowdown_model", "no_slowdown",
     "FailureClass", "FailureModel", "default_failure_model", "RetryPolicy", "RETRY_PRESETS", "Migration",
     "assign_convergence", "convergence_fractions_from_learning_curves", "write_raw_trace",

@@ -28,7 +28,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", default="philly", choices=sorted(POLICIES), help="scheduling policy (default philly)")
+    p.add_argument("--policy", choices=sorted(POLICIES), help="scheduling policy (default philly; fifo with --preset)")
+    p.add_argument("--preset", choices=["peer"],
+                   help="peer: the Helios/Lucid-compatible option set (each VC on its own 8-GPU servers, FIFO or SJF "
+                        "without backfill, whole-server placement, no slowdown; docs/peer-compatibility.md); "
+                        "only --policy fifo|sjf, --trace, --out apply")
     p.add_argument("--trace", default="public",
                    help="trace source for jobs, machines and quotas: public (default), philly, or a raw directory")
     p.add_argument("--generate", type=int, metavar="N", help="use N synthetic jobs instead of the trace's jobs")
@@ -171,6 +175,9 @@ def make_options(args) -> dict:
 def run(args) -> int:
     from . import simulate, write_raw_trace
 
+    if args.preset == "peer":
+        return run_peer(args)
+    args.policy = args.policy or "philly"
     workload, topology, quotas, quality = build_inputs(args)
     options = make_options(args)
     policy = options.pop("policy")
@@ -191,6 +198,32 @@ def run(args) -> int:
         if args.raw_trace:
             write_raw_trace(result, args.out / "raw", util_hours=args.util_hours, seed=args.seed,
                             slowdown=options["slowdown"])
+        print(f"wrote {args.out}", file=sys.stderr)
+    print(summary)
+    return 0
+
+
+def run_peer(args) -> int:
+    """``--preset peer``: the peer-compatible replay (:mod:`dlcluster.sim.peer`)."""
+    from ..trace import load_trace
+    from .peer import peer_compatible, simulate_peer_compatible
+
+    ignored = [flag for flag, used in (("--generate", args.generate is not None), ("--tile", args.tile > 1),
+                                       ("--raw-trace", args.raw_trace), ("--early-stop", args.early_stop),
+                                       ("--migration", args.migration), ("--failures", args.failures != "none"),
+                                       ("--jobs", args.jobs is not None))
+               if used]
+    if ignored:
+        raise ValueError(f"--preset peer replays the trace's jobs as the peers do; it does not take {ignored}")
+    inputs = peer_compatible(load_trace(args.trace, with_util=False))
+    print(f"workload: {inputs.workload.source}, {len(inputs.workload):,} jobs; peer-compatible: "
+          f"{len(inputs.vc_nodes)} VCs on their own servers", file=sys.stderr)
+    result = simulate_peer_compatible(inputs, args.policy or "fifo")
+    summary = json.dumps(result.summary, indent=2, default=str)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        result.jobs.to_parquet(args.out / "jobs.parquet", index=False)
+        (args.out / "summary.json").write_text(summary + "\n")
         print(f"wrote {args.out}", file=sys.stderr)
     print(summary)
     return 0

@@ -99,6 +99,9 @@ class Simulator:
         self.slowdown = no_slowdown if slowdown is None else getattr(slowdown, "speed", slowdown)
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
+        if not self.policy.backfill and quotas is not None and lending:
+            raise ValueError(f"{self.policy!r} has no backfill (head-of-line blocking per VC): it needs "
+                             "lending=False (or quotas=None), so that each VC's queue is decided on its own GPUs")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
         self.failure_model = failures
@@ -474,7 +477,7 @@ class Simulator:
         self._new = []
         self._capacity_freed = self._priorities_changed = False
         if self.waiting:
-            if full:
+            if full or not self.policy.backfill:
                 self._place_all(now)
             else:
                 self._place_jobs(touched, now)
@@ -503,9 +506,12 @@ class Simulator:
         Works on group heads: once a group's head cannot start, neither can the
         rest of the group in this pass (the cluster only fills up), so the
         group is dropped. Cost grows with jobs started and groups, not queue length.
+        Without backfill, a VC's first job that cannot start drops the whole VC.
         """
         quota, used, groups = self.quota, self.vc_used, self._groups
         state = _PassState()
+        head_of_line = not self.policy.backfill
+        blocked = set()
         heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups)
                  for g, by_level in by_gpus.items() for level, group in by_level.items()]
         heapq.heapify(heads)
@@ -516,14 +522,19 @@ class Simulator:
                     return
                 _, vc, g, level = heapq.heappop(heads)
                 group = groups[vc].get(g, {}).get(level)
-                if not group:
+                if not group or vc in blocked:
                     continue
                 if phase == 0 and g > quota[vc] - used[vc]:
                     if self.lending:
                         borrowers.append((group[0][0], vc, g, level))
+                    elif head_of_line:
+                        blocked.add(vc)
                     continue
-                if self._try_start(group[0][1], state, now) and group:
-                    heapq.heappush(heads, (group[0][0], vc, g, level))
+                if self._try_start(group[0][1], state, now):
+                    if group:
+                        heapq.heappush(heads, (group[0][0], vc, g, level))
+                elif head_of_line:
+                    blocked.add(vc)
             heads = borrowers
             heapq.heapify(heads)
 

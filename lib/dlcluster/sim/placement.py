@@ -13,6 +13,12 @@ Strategies of :class:`LocalityPlacement`:
   GPUs. Keeps whole servers free for large jobs.
 * ``most_free`` (Philly, as summarised from the paper): the server with the
   most free GPUs; for a rack, the rack with the most free GPUs.
+* ``whole_servers`` (the "consolidate" placer of the Helios and Lucid
+  simulators): a gang that fits one server goes there best-fit; a larger gang
+  of ``k * C + r`` GPUs (C = the largest server size) takes ``k`` wholly free
+  servers of that size, lowest index first, plus ``r`` GPUs on the remaining
+  server with the most free GPUs; otherwise it waits, even if enough GPUs are
+  free in pieces. At rack level, racks are tried in index order.
 
 Within a rack (or anywhere), servers are filled largest-free first; ``best_fit``
 takes the last part from the smallest server that can hold it. Ties go to the
@@ -48,13 +54,14 @@ class Placement(Protocol):
 
 
 class LocalityPlacement:
-    STRATEGIES = ("best_fit", "most_free")
+    STRATEGIES = ("best_fit", "most_free", "whole_servers")
 
     def __init__(self, strategy: str = "best_fit"):
         if strategy not in self.STRATEGIES:
             raise ValueError(f"placement strategy must be one of {self.STRATEGIES}, got {strategy!r}")
         self.strategy = strategy
-        self.best_fit = strategy == "best_fit"
+        self.best_fit = strategy in ("best_fit", "whole_servers")   # one-server gangs: best fit
+        self.whole_servers = strategy == "whole_servers"
 
     def __repr__(self) -> str:
         return f"LocalityPlacement({self.strategy!r})"
@@ -65,6 +72,9 @@ class LocalityPlacement:
         for level in range(min_level, max_level + 1):
             if level == Locality.SERVER:
                 counts = self._one_server(cluster, num_gpus)
+            elif self.whole_servers:
+                servers = cluster.rack_servers if level == Locality.RACK else [range(len(cluster.free))]
+                counts = next(filter(None, (self._whole(cluster, group, num_gpus) for group in servers)), None)
             elif level == Locality.RACK:
                 counts = self._one_rack(cluster, num_gpus)
             else:
@@ -101,6 +111,26 @@ class LocalityPlacement:
         if best is None:
             return None
         return best[1] if self.best_fit else self._fill(cluster, cluster.rack_servers[best[1]], g)
+
+    @staticmethod
+    def _whole(cluster: ClusterState, servers, g: int):
+        """``k`` wholly free servers of the largest size (lowest index first) + the remainder on the most free."""
+        size, free = cluster.max_cap, cluster.free
+        k, rest = divmod(g, size)
+        whole = [s for s in servers if free[s] == size][:k]
+        if len(whole) < k:
+            return None
+        counts = [(s, size) for s in whole]
+        if rest:
+            taken = set(whole)
+            best = None
+            for s in servers:
+                if s not in taken and free[s] >= rest and (best is None or free[s] > free[best]):
+                    best = s
+            if best is None:
+                return None
+            counts.append((best, rest))
+        return counts
 
     def _fill(self, cluster: ClusterState, servers, g: int):
         free = cluster.free

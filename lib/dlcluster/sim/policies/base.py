@@ -16,6 +16,12 @@ decides *which GPUs*. The simulator keeps the cluster and job state and calls:
   ``preempts(waiting_key, running_key, now)``, which must hold for a prefix of
   that ranking.
 
+``backfill`` (default true): a job that cannot start does not hold back
+later jobs. With it off, the first job of a VC that cannot start blocks every
+later job of that VC until it starts (head-of-line blocking, as the Helios and
+Lucid simulators do); it needs ``lending=False`` or no quotas, so that each
+VC's queue is decided on its own GPUs.
+
 Locality handling is shared: ``strict`` keeps the tightest level the job can
 ever get, ``any`` accepts any spread (placement still tries tight levels
 first), ``relax`` starts strict and loosens one level every ``relax_after_s``
@@ -38,7 +44,10 @@ class SchedulingPolicy:
     default_placement = "best_fit"
     default_locality = "strict"
 
-    def __init__(self, locality: str | None = None, relax_after_s: float = 180.0):
+    def __init__(self, locality: str | None = None, relax_after_s: float = 180.0, backfill: bool = True):
+        if not backfill and self.preemptive:
+            raise ValueError(f"{self.name}: backfill=False is for non-preemptive policies")
+        self.backfill = bool(backfill)
         locality = locality or self.default_locality
         if locality not in LOCALITY_MODES:
             raise ValueError(f"{self.name}: locality must be one of {LOCALITY_MODES}, got {locality!r}")
@@ -52,7 +61,8 @@ class SchedulingPolicy:
         return self.locality == "relax"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(locality={self.locality!r})"
+        extra = "" if self.backfill else ", backfill=False"
+        return f"{type(self).__name__}(locality={self.locality!r}{extra})"
 
     def prepare(self, sim) -> None:
         """Called once before the run (e.g. to learn the service distribution)."""
