@@ -54,6 +54,15 @@ def test_single_signatures(text, reason, rule_id):
     ("CUDA error: uncorrectable ECC error encountered\nCUDA error: unspecified launch failure", "gpu_ecc_error"),
     # preemption kills the program, whatever it printed last
     ("epoch 3\nSegmentation fault\nContainer preempted by scheduler", "job_preempted"),
+    # a plain SIGTERM from the scheduler is a preemption (issue 12)
+    ("epoch 7\nTerminated: job received SIGTERM (preempted)", "job_preempted"),
+    # a checkpoint path alone does not make a permission error a checkpoint error: here nothing is saved (issue 12)
+    ("  File \"train.py\", line 9, in resume\n    with open('out/checkpoints/model.ckpt', 'rb') as f:\n"
+     "PermissionError: [Errno 13] Permission denied: 'out/checkpoints/model.ckpt'", "permission_error"),
+    # a full disk while torch.save writes is a checkpoint error
+    ("    torch.save(model.state_dict(), 'best.pt')\nOSError: [Errno 28] No space left on device", "model_checkpoint_error"),
+    # the launcher's SIGTERM to the other ranks follows the real cause
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nSending process 7 closing signal SIGTERM", "gpu_ecc_error"),
     # bad_alloc aborts and dumps core, but the cause is memory
     ("terminate called after throwing an instance of 'std::bad_alloc'\nAborted (core dumped)", "cpu_out_of_memory"),
 ])
@@ -115,6 +124,23 @@ def test_rule_order_decides(tmp_path):
         """)
     m = RuleSet(path).classify("alpha\nbeta\n")
     assert (m.rule_id, m.line_number) == ("second-line-rule", 2)
+
+
+def test_rule_requires_another_line(tmp_path):
+    path = _write_rules(tmp_path, """\
+        rules:
+          - {id: needs-context, reason: syntax_error, pattern: 'alpha', requires: 'beta', source: s}
+        """)
+    rules = RuleSet(path)
+    assert rules.classify("alpha\n").reason == NO_SIGNATURE
+    m = rules.classify("beta\nalpha\n")
+    assert (m.rule_id, m.line_number) == ("needs-context", 2)
+    broken = _write_rules(tmp_path, """\
+        rules:
+          - {id: bad-context, reason: syntax_error, pattern: 'x', requires: '(unclosed', source: s}
+        """)
+    with pytest.raises(ValueError, match=r"rules\.yaml:6: rule 'bad-context' has an invalid pattern \(field 'requires'\)"):
+        RuleSet(broken)
 
 
 def test_classify_dir_reads_every_log_sorted(tmp_path):
