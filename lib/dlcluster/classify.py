@@ -29,7 +29,6 @@ from dlcluster.paths import data_dir
 
 NO_SIGNATURE = "no_signature"
 RULES_PATH = Path(__file__).with_name("failure_rules.yaml")
-MESSAGES_PATH = data_dir() / "failure_messages" / "messages.yaml"
 MESSAGE_FIELDS = ("id", "source_url", "repo", "reason", "category", "split", "text", "note")
 SPLITS = ("tuning", "heldout")
 
@@ -216,7 +215,7 @@ def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) 
     source in the same split (so no thread informs both halves). No entry is dropped.
     """
     rules = rules or load_rules()
-    path = Path(path or MESSAGES_PATH)
+    path = Path(path) if path else data_dir() / "failure_messages" / "messages.yaml"
     with open(path) as fh:
         doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
     if not isinstance(doc, list) or not doc:
