@@ -65,6 +65,29 @@ def test_single_signatures(text, reason, rule_id):
     ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nSending process 7 closing signal SIGTERM", "gpu_ecc_error"),
     # bad_alloc aborts and dumps core, but the cause is memory
     ("terminate called after throwing an instance of 'std::bad_alloc'\nAborted (core dumped)", "cpu_out_of_memory"),
+    # round 2 of the real-message tuning (data/failure_messages/README.md):
+    # TensorFlow's OOM on the CPU device is host memory, on a GPU device GPU memory
+    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+     "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "cpu_out_of_memory"),
+    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "gpu_out_of_memory"),
+    # a private submodule gone from an installed package is a version mismatch; a missing package or an
+    # unbuilt compiled extension is an import error
+    ("ModuleNotFoundError: No module named 'torch._six'", "semantic_error"),
+    ("ModuleNotFoundError: No module named 'maskrcnn_benchmark._C'", "import_error"),
+    ("ModuleNotFoundError: No module named 'apex'", "import_error"),
+    # an aborted NCCL communicator takes the process down: the terminate is the consequence
+    ("RuntimeError: NCCL communicator was aborted on rank 3.\n"
+     "terminate called after throwing an instance of 'std::runtime_error'", "mpi_runtime_failure"),
+    # NCCL calls a vanished peer an internal error; the transport line names the cause
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, internal error\n"
+     "Net : Connection closed by remote peer host<50260>", "mpi_runtime_failure"),
+    # a missing cuDNN library aborts the process: the library is the cause
+    ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object file: "
+     "No such file or directory\nAborted (core dumped)", "cannot_load_libs"),
+    # a bare 'Killed' from the shell is the OOM killer; a word 'Killed' inside another line is no evidence
+    ("epoch 3 loss 0.41\nKilled", "cpu_out_of_memory"),
+    ("epoch 3 loss 0.41\nKilled the stale worker and retried", NO_SIGNATURE),
 ])
 def test_precedence_between_signatures(text, reason):
     assert classify(text).reason == reason
