@@ -16,9 +16,9 @@ import pytest
 from dlcluster.classify import MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, evaluate_classifier, load_messages, load_rules
 
 HELDOUT_TARGET = 0.90
-# Measured once, after the rules were tuned on the tuning half (README): 50 of 61 right.
+# Measured once after each tuning round (README): round 1 50 of 61 right, round 2 53 of 61.
 # A rule change may not lose any of them.
-HELDOUT_CORRECT_MEASURED = 50
+HELDOUT_CORRECT_MEASURED = 53
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -153,8 +153,8 @@ def test_heldout_accuracy_and_confusion_table(messages, capsys):
     assert ev.results["correct"].sum() >= HELDOUT_CORRECT_MEASURED
 
 
-@pytest.mark.xfail(strict=True, reason="held-out accuracy measured once after tuning is 82.0% (50/61), below the "
-                                       "0.90 target; closing the gap needs more tuning data and a new held-out set "
-                                       "(data/failure_messages/README.md)")
+@pytest.mark.xfail(strict=True, reason="held-out accuracy measured once after tuning round 2 is 86.9% (53/61; "
+                                       "round 1: 82.0%, 50/61), below the 0.90 target; an honest estimate needs a "
+                                       "new held-out set collected after round 2 (data/failure_messages/README.md)")
 def test_heldout_accuracy_meets_target(messages):
     assert _heldout(messages).accuracy >= HELDOUT_TARGET
