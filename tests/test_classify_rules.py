@@ -54,8 +54,40 @@ def test_single_signatures(text, reason, rule_id):
     ("CUDA error: uncorrectable ECC error encountered\nCUDA error: unspecified launch failure", "gpu_ecc_error"),
     # preemption kills the program, whatever it printed last
     ("epoch 3\nSegmentation fault\nContainer preempted by scheduler", "job_preempted"),
+    # a plain SIGTERM from the scheduler is a preemption (issue 12)
+    ("epoch 7\nTerminated: job received SIGTERM (preempted)", "job_preempted"),
+    # a checkpoint path alone does not make a permission error a checkpoint error: here nothing is saved (issue 12)
+    ("  File \"train.py\", line 9, in resume\n    with open('out/checkpoints/model.ckpt', 'rb') as f:\n"
+     "PermissionError: [Errno 13] Permission denied: 'out/checkpoints/model.ckpt'", "permission_error"),
+    # a full disk while torch.save writes is a checkpoint error
+    ("    torch.save(model.state_dict(), 'best.pt')\nOSError: [Errno 28] No space left on device", "model_checkpoint_error"),
+    # the launcher's SIGTERM to the other ranks follows the real cause
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nSending process 7 closing signal SIGTERM", "gpu_ecc_error"),
     # bad_alloc aborts and dumps core, but the cause is memory
     ("terminate called after throwing an instance of 'std::bad_alloc'\nAborted (core dumped)", "cpu_out_of_memory"),
+    # round 2 of the real-message tuning (data/failure_messages/README.md):
+    # TensorFlow's OOM on the CPU device is host memory, on a GPU device GPU memory
+    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+     "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "cpu_out_of_memory"),
+    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "gpu_out_of_memory"),
+    # a private submodule gone from an installed package is a version mismatch; a missing package or an
+    # unbuilt compiled extension is an import error
+    ("ModuleNotFoundError: No module named 'torch._six'", "semantic_error"),
+    ("ModuleNotFoundError: No module named 'maskrcnn_benchmark._C'", "import_error"),
+    ("ModuleNotFoundError: No module named 'apex'", "import_error"),
+    # an aborted NCCL communicator takes the process down: the terminate is the consequence
+    ("RuntimeError: NCCL communicator was aborted on rank 3.\n"
+     "terminate called after throwing an instance of 'std::runtime_error'", "mpi_runtime_failure"),
+    # NCCL calls a vanished peer an internal error; the transport line names the cause
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, internal error\n"
+     "Net : Connection closed by remote peer host<50260>", "mpi_runtime_failure"),
+    # a missing cuDNN library aborts the process: the library is the cause
+    ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object file: "
+     "No such file or directory\nAborted (core dumped)", "cannot_load_libs"),
+    # a bare 'Killed' from the shell is the OOM killer; a word 'Killed' inside another line is no evidence
+    ("epoch 3 loss 0.41\nKilled", "cpu_out_of_memory"),
+    ("epoch 3 loss 0.41\nKilled the stale worker and retried", NO_SIGNATURE),
 ])
 def test_precedence_between_signatures(text, reason):
     assert classify(text).reason == reason
@@ -115,6 +147,23 @@ def test_rule_order_decides(tmp_path):
         """)
     m = RuleSet(path).classify("alpha\nbeta\n")
     assert (m.rule_id, m.line_number) == ("second-line-rule", 2)
+
+
+def test_rule_requires_another_line(tmp_path):
+    path = _write_rules(tmp_path, """\
+        rules:
+          - {id: needs-context, reason: syntax_error, pattern: 'alpha', requires: 'beta', source: s}
+        """)
+    rules = RuleSet(path)
+    assert rules.classify("alpha\n").reason == NO_SIGNATURE
+    m = rules.classify("beta\nalpha\n")
+    assert (m.rule_id, m.line_number) == ("needs-context", 2)
+    broken = _write_rules(tmp_path, """\
+        rules:
+          - {id: bad-context, reason: syntax_error, pattern: 'x', requires: '(unclosed', source: s}
+        """)
+    with pytest.raises(ValueError, match=r"rules\.yaml:6: rule 'bad-context' has an invalid pattern \(field 'requires'\)"):
+        RuleSet(broken)
 
 
 def test_classify_dir_reads_every_log_sorted(tmp_path):

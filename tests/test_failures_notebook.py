@@ -3,6 +3,7 @@
 import pytest
 
 from dlcluster.analysis import failures as F
+from dlcluster.analysis.classify import evaluate_classifier, load_messages
 
 
 @pytest.mark.notebook
@@ -24,6 +25,13 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     assert 0 < r["failures.users.p_value_within_user"] <= 1
     # the default logs are the corpus, every log of which has a known true reason
     assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
+    # the real user-posted messages: the held-out accuracy recorded is the library's
+    messages = load_messages()
+    heldout = evaluate_classifier(messages[messages["split"] == "heldout"])
+    assert r["messages.count"] == len(messages)
+    assert r["messages.heldout.count"] == len(heldout.results)
+    assert r["messages.heldout.accuracy_pct"] == pytest.approx(100 * heldout.accuracy)
+    assert r["messages.tuning.accuracy_pct"] == 100.0
     assert r["model.p_job_fails"] == pytest.approx(r["failures.failed_jobs_pct"] / 100)
     assert r["model.classes"] == 18
     assert {f["name"] for f in doc["figures"]} == {"status_shares", "rtf", "failures_by_size", "repeated_failures",

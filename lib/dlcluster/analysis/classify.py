@@ -6,8 +6,11 @@ data, in ``failure_rules.yaml`` next to this module (or any file of the same
 shape): each rule is a regular expression that maps a log line to a reason.
 Rules are tried in file order and the first rule that matches any line wins, so
 the file's order states which signature takes precedence when a log shows
-several (a checkpoint write that failed with "Permission denied" is a
-checkpoint error, not a permission error). A log that no rule matches is
+several (an uncorrectable ECC error reported as a CUDA error is an ECC error).
+A rule may also name a ``requires`` pattern that some line of the same log must
+match, for signatures whose meaning depends on what the job was doing: "Permission
+denied" on a checkpoint path is a checkpoint error only where the log shows the job
+saving, otherwise a permission error. A log that no rule matches is
 "no signature", never a guess. Every :class:`Match` says which rule fired and on
 which line, so a reader can audit each decision.
 """
@@ -22,8 +25,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dlcluster.paths import data_dir
+
 NO_SIGNATURE = "no_signature"
 RULES_PATH = Path(__file__).with_name("failure_rules.yaml")
+MESSAGE_FIELDS = ("id", "source_url", "repo", "reason", "category", "split", "text", "note")
+SPLITS = ("tuning", "heldout")
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class Rule:
     pattern: str
     source: str
     regex: re.Pattern
+    requires: re.Pattern | None = None  # the rule fires only if some line of the log matches this
 
 
 @dataclass(frozen=True)
@@ -104,14 +112,19 @@ class RuleSet:
             if entry["reason"] not in self.reasons:
                 raise ValueError(f"{where}: rule {entry['id']!r} names unknown reason {entry['reason']!r} "
                                  f"(field 'reason'; known: {sorted(self.reasons)})")
-            try:
-                regex = re.compile(entry["pattern"])
-            except re.error as exc:
-                raise ValueError(f"{where}: rule {entry['id']!r} has an invalid pattern (field 'pattern'): {exc}") from exc
-            self.rules.append(Rule(entry["id"], entry["reason"], entry["pattern"], entry["source"], regex))
+            regex, requires = (self._compile(entry, field, where) for field in ("pattern", "requires"))
+            self.rules.append(Rule(entry["id"], entry["reason"], entry["pattern"], entry["source"], regex, requires))
         unruled = sorted(set(self.reasons) - {r.reason for r in self.rules})
         if unruled:
             raise ValueError(f"{self.path}: reasons without any rule: {unruled}")
+
+    def _compile(self, entry: dict, field: str, where: str) -> re.Pattern | None:
+        if field not in entry:
+            return None
+        try:
+            return re.compile(entry[field])
+        except (re.error, TypeError) as exc:
+            raise ValueError(f"{where}: rule {entry['id']!r} has an invalid pattern (field {field!r}): {exc}") from exc
 
     def _reason(self, key: str, entry: dict, allowed_categories: set[str]) -> Reason:
         where = f"{self.path}:{entry.get('__line__', '?')}"
@@ -129,9 +142,11 @@ class RuleSet:
         return self.no_signature if key == NO_SIGNATURE else self.reasons[key]
 
     def classify(self, text: str) -> Match:
-        """The first rule (in file order) that matches any line of ``text``."""
+        """The first rule (in file order) that matches any line of ``text`` (and whose ``requires``, if any, matches a line)."""
         lines = text.splitlines()
         for rule in self.rules:
+            if rule.requires is not None and not any(rule.requires.search(line) for line in lines):
+                continue
             for number, line in enumerate(lines, start=1):
                 if rule.regex.search(line):
                     r = self.reasons[rule.reason]
@@ -188,3 +203,81 @@ def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: st
                      "matched_line": m.matched_line})
     return pd.DataFrame(rows, columns=["log_file", "reason", "label", "category", "retryable",
                                        "rule_id", "line_number", "matched_line"])
+
+
+def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) -> pd.DataFrame:
+    """The hand-labelled set of real failure messages (default ``data/failure_messages/messages.yaml``).
+
+    Every entry is checked, and any fault raises ``ValueError`` naming the file, the
+    entry and the field: all fields present, a unique id, an https address of the
+    thread the text came from, a reason the rules know (or no signature) with that
+    reason's category, a split of ``tuning``/``heldout``, and all messages of one
+    source in the same split (so no thread informs both halves). No entry is dropped.
+    """
+    rules = rules or load_rules()
+    path = Path(path) if path else data_dir() / "failure_messages" / "messages.yaml"
+    with open(path) as fh:
+        doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(doc, list) or not doc:
+        raise ValueError(f"{path}: expected a non-empty list of messages")
+    rows, seen, split_of_source = [], set(), {}
+    for entry in doc:
+        where = f"{path}:{entry.get('__line__', '?') if isinstance(entry, dict) else '?'}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping with the fields {list(MESSAGE_FIELDS)}")
+        for field in MESSAGE_FIELDS:
+            if not isinstance(entry.get(field), str) or not entry[field].strip():
+                raise ValueError(f"{where}: message {entry.get('id')!r} lacks the text field {field!r}")
+        where = f"{where}: message {entry['id']!r}"
+        if entry["id"] in seen:
+            raise ValueError(f"{where}: duplicate id")
+        seen.add(entry["id"])
+        if not entry["source_url"].startswith("https://"):
+            raise ValueError(f"{where}: field 'source_url' must be the https address of the thread, "
+                             f"got {entry['source_url']!r}")
+        if entry["reason"] != NO_SIGNATURE and entry["reason"] not in rules.reasons:
+            raise ValueError(f"{where}: field 'reason' {entry['reason']!r} is no reason of {rules.path.name} "
+                             f"(known: {sorted(rules.reasons)} or {NO_SIGNATURE!r})")
+        expected = rules.reason(entry["reason"]).category
+        if entry["category"] != expected:
+            raise ValueError(f"{where}: field 'category' is {entry['category']!r}, but reason "
+                             f"{entry['reason']!r} has category {expected!r} in {rules.path.name}")
+        if entry["split"] not in SPLITS:
+            raise ValueError(f"{where}: field 'split' must be one of {list(SPLITS)}, got {entry['split']!r}")
+        other = split_of_source.setdefault(entry["source_url"], entry["split"])
+        if other != entry["split"]:
+            raise ValueError(f"{where}: source {entry['source_url']} is in both splits "
+                             f"({other!r} and {entry['split']!r}); a source belongs to one split")
+        rows.append({field: entry[field] for field in MESSAGE_FIELDS})
+    return pd.DataFrame(rows, columns=list(MESSAGE_FIELDS))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The classifier against hand labels: per-message results, accuracy, confusion table."""
+
+    results: pd.DataFrame  # one row per message: id, source_url, reason, predicted, rule_id, matched_line, correct
+    accuracy: float  # share of messages whose predicted reason is the hand label
+    confusion: pd.DataFrame  # counts; rows: hand label ("true reason"), columns: predicted reason
+
+    def by_reason(self) -> pd.DataFrame:
+        """Per hand-labelled reason: messages, correctly classified, recall."""
+        g = self.results.groupby("reason")["correct"]
+        return pd.DataFrame({"messages": g.size(), "correct": g.sum().astype(int), "recall": g.mean()})
+
+
+def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None) -> Evaluation:
+    """Classify each message's ``text`` and compare with its hand label ``reason``."""
+    if messages.empty:
+        raise ValueError("no messages to evaluate")
+    rules = rules or load_rules()
+    matches = [rules.classify(text) for text in messages["text"]]
+    results = messages[["id", "source_url", "reason"]].reset_index(drop=True).assign(
+        predicted=[m.reason for m in matches], rule_id=[m.rule_id for m in matches],
+        matched_line=[m.matched_line for m in matches])
+    results["correct"] = results["reason"] == results["predicted"]
+    labels = sorted(set(results["reason"]) | set(results["predicted"]))
+    confusion = pd.crosstab(pd.Categorical(results["reason"], labels), pd.Categorical(results["predicted"], labels),
+                            dropna=False)
+    confusion.index.name, confusion.columns.name = "true reason", "predicted"
+    return Evaluation(results, float(results["correct"].mean()), confusion)

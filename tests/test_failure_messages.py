@@ -1,0 +1,160 @@
+"""The real user-posted failure messages (data/failure_messages/) and the classifier's accuracy on them.
+
+Unlike the project's own corpus, these texts were written by others, so the held-out half
+measures how the rules do on failures they were not written for. Rules are changed only by
+looking at the tuning half (see data/failure_messages/README.md).
+"""
+
+import hashlib
+import json
+import re
+import textwrap
+
+import pandas as pd
+import pytest
+
+from dlcluster.analysis.classify import MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, evaluate_classifier, load_messages, load_rules
+
+HELDOUT_TARGET = 0.90
+# Measured once after each tuning round (README): round 1 50 of 61 right, round 2 53 of 61.
+# A rule change may not lose any of them.
+HELDOUT_CORRECT_MEASURED = 53
+
+
+# The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
+# (branch failwild). Round 2 added messages to the tuning half only; this digest proves it left these alone.
+HELDOUT_SIZE = 61
+HELDOUT_SHA256 = "65acecea61970b1a0ba6beb1601eca63bd166788d013da4f5282812b384b6cda"
+
+
+@pytest.fixture(scope="module")
+def messages():
+    return load_messages()
+
+
+def _digest(entries: pd.DataFrame) -> str:
+    records = entries[list(MESSAGE_FIELDS)].to_dict("records")
+    return hashlib.sha256(json.dumps(records, ensure_ascii=False).encode()).hexdigest()
+
+
+def test_frozen_half_is_unchanged_since_the_split(messages):
+    frozen = messages[messages["split"] == "heldout"]
+    assert len(frozen) == HELDOUT_SIZE
+    assert _digest(frozen) == HELDOUT_SHA256
+    # the digest sees every field: changing one character of one entry changes it
+    touched = frozen.copy()
+    touched.iloc[0, touched.columns.get_loc("note")] += "."
+    assert _digest(touched) != HELDOUT_SHA256
+
+
+def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(messages):
+    rules = load_rules()
+    assert len(messages) >= 80
+    assert messages["id"].is_unique
+    for row in messages.itertuples():
+        assert re.fullmatch(rf"https://github\.com/{re.escape(row.repo)}/(issues|pull)/\d+", row.source_url), row.id
+        assert row.reason == NO_SIGNATURE or row.reason in rules.reasons, row.id
+        assert row.category == rules.reason(row.reason).category, row.id
+        assert row.split in SPLITS, row.id
+        assert 1 <= len(row.text.splitlines()) <= 5, f"{row.id}: quote only the error lines"
+    assert (messages.groupby("source_url")["split"].nunique() == 1).all()
+    sizes = messages["split"].value_counts()
+    # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only
+    assert (sizes["tuning"], sizes["heldout"]) == (145, HELDOUT_SIZE)
+    # every reason with two or more messages is in both halves
+    per_reason = messages.groupby("reason")["split"].agg(["size", "nunique"])
+    assert (per_reason.loc[per_reason["size"] >= 2, "nunique"] == 2).all()
+    # the paper's failure reasons as they occur in the wild: all of them are represented
+    assert set(rules.reasons) <= set(messages["reason"])
+
+
+def _write(tmp_path, entries: str):
+    path = tmp_path / "messages.yaml"
+    path.write_text(textwrap.dedent(entries))
+    return path
+
+
+GOOD = """\
+    - id: a1
+      source_url: https://github.com/o/r/issues/1
+      repo: o/r
+      reason: gpu_out_of_memory
+      category: user
+      split: tuning
+      text: "RuntimeError: CUDA out of memory."
+      note: n
+"""
+
+
+@pytest.mark.parametrize("change, message", [
+    (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
+    (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
+    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout'\]"),
+    (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
+    (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
+])
+def test_loader_names_file_line_message_and_field(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        load_messages(_write(tmp_path, GOOD.replace(*change)))
+
+
+def test_loader_refuses_a_source_in_both_halves_and_duplicate_ids(tmp_path):
+    second = GOOD.replace("id: a1", "id: a2").replace("split: tuning", "split: heldout")
+    with pytest.raises(ValueError, match=r"message 'a2': source https://github.com/o/r/issues/1 is in both splits"):
+        load_messages(_write(tmp_path, GOOD + second))
+    with pytest.raises(ValueError, match=r"message 'a1': duplicate id"):
+        load_messages(_write(tmp_path, GOOD + GOOD))
+    assert len(load_messages(_write(tmp_path, GOOD + GOOD.replace("id: a1", "id: a2")))) == 2
+
+
+def test_evaluation_on_known_answers():
+    messages = pd.DataFrame({
+        "id": ["x", "y", "z", "w"], "source_url": ["u1", "u2", "u3", "u4"],
+        "reason": ["gpu_out_of_memory", "permission_error", "syntax_error", NO_SIGNATURE],
+        "text": ["RuntimeError: CUDA out of memory. Tried to allocate 2 MiB",
+                 "RuntimeError: CUDA out of memory.",          # labelled otherwise: a miss
+                 "nothing recognisable here",                  # a miss to no signature
+                 "ValueError: shapes (3,) and (4,) not aligned"]})
+    ev = evaluate_classifier(messages)
+    assert ev.accuracy == 0.5
+    assert list(ev.results["predicted"]) == ["gpu_out_of_memory", "gpu_out_of_memory", NO_SIGNATURE, NO_SIGNATURE]
+    assert list(ev.results["rule_id"][:2]) == ["torch-cuda-oom", "torch-cuda-oom"]
+    c = ev.confusion
+    assert c.loc["gpu_out_of_memory", "gpu_out_of_memory"] == 1
+    assert c.loc["permission_error", "gpu_out_of_memory"] == 1
+    assert c.loc["syntax_error", NO_SIGNATURE] == 1
+    assert c.loc[NO_SIGNATURE, NO_SIGNATURE] == 1
+    assert c.to_numpy().sum() == 4 and list(c.index) == list(c.columns)
+    assert ev.by_reason().loc["permission_error", "recall"] == 0.0
+    with pytest.raises(ValueError, match="no messages"):
+        evaluate_classifier(messages.iloc[:0])
+
+
+def test_tuning_half_is_classified_right(messages):
+    ev = evaluate_classifier(messages[messages["split"] == "tuning"])
+    wrong = ev.results[~ev.results["correct"]]
+    assert wrong.empty, wrong.to_string()
+
+
+def _heldout(messages):
+    return evaluate_classifier(messages[messages["split"] == "heldout"])
+
+
+def test_heldout_accuracy_and_confusion_table(messages, capsys):
+    ev = _heldout(messages)
+    n = len(ev.results)
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, held-out half: {ev.results['correct'].sum()} of {n} "
+              f"({ev.accuracy:.1%}) classified to their hand label; confusion table:")
+        print(ev.confusion.to_string())
+    assert ev.confusion.to_numpy().sum() == n
+    assert ev.confusion.to_numpy().trace() == ev.results["correct"].sum()
+    assert ev.accuracy == pytest.approx(ev.results["correct"].sum() / n)
+    assert ev.results["correct"].sum() >= HELDOUT_CORRECT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="held-out accuracy measured once after tuning round 2 is 86.9% (53/61; "
+                                       "round 1: 82.0%, 50/61), below the 0.90 target; an honest estimate needs a "
+                                       "new held-out set collected after round 2 (data/failure_messages/README.md)")
+def test_heldout_accuracy_meets_target(messages):
+    assert _heldout(messages).accuracy >= HELDOUT_TARGET
