@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..sim.placement import fill_largest_first
 from .common import (
     best_arm,
     change_verb,
@@ -38,7 +39,7 @@ class DedicatedPlacement:
             elif level == 1:
                 best = None
                 for servers in cluster.rack_servers:
-                    counts = self._fill([s for s in servers if free[s] == cap[s]], cap, num_gpus)
+                    counts = fill_largest_first([s for s in servers if free[s] == cap[s]], cap, num_gpus)
                     if counts is not None:
                         rank = (len(counts), sum(cap[s] for s, _ in counts))
                         if best is None or rank < best[0]:
@@ -46,20 +47,9 @@ class DedicatedPlacement:
                 if best is not None:
                     return best[1], level
             else:
-                counts = self._fill(idle, cap, num_gpus)
+                counts = fill_largest_first(idle, cap, num_gpus)
                 if counts is not None:
                     return counts, level
-        return None
-
-    @staticmethod
-    def _fill(servers, cap, g):
-        counts, remaining = [], g
-        for s in sorted(servers, key=lambda s: (-cap[s], s)):
-            take = min(cap[s], remaining)
-            counts.append((s, take))
-            remaining -= take
-            if remaining == 0:
-                return counts
         return None
 
 

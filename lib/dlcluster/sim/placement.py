@@ -133,20 +133,29 @@ class LocalityPlacement:
         return counts
 
     def _fill(self, cluster: ClusterState, servers, g: int):
-        free = cluster.free
-        order = sorted((s for s in servers if free[s] > 0), key=lambda s: (-free[s], s))
-        counts, remaining = [], g
-        for i, s in enumerate(order):
-            if self.best_fit and free[s] >= remaining:
-                fit = min((t for t in order[i:] if free[t] >= remaining), key=lambda t: (free[t], t))
-                counts.append((fit, remaining))
-                return counts
-            take = min(free[s], remaining)
-            counts.append((s, take))
-            remaining -= take
-            if remaining == 0:
-                return counts
-        return None
+        return fill_largest_first(servers, cluster.free, g, self.best_fit)
+
+
+def fill_largest_first(servers, available, g: int, best_fit: bool = False):
+    """Take ``g`` GPUs from ``servers``, those with the most ``available`` first (ties: lowest index).
+
+    ``best_fit``: once one server can hold the rest, the rest goes to the
+    smallest such server. Returns ``[(server, gpus), ...]``, or None when the
+    servers hold fewer than ``g``.
+    """
+    order = sorted((s for s in servers if available[s] > 0), key=lambda s: (-available[s], s))
+    counts, remaining = [], g
+    for i, s in enumerate(order):
+        if best_fit and available[s] >= remaining:
+            fit = min((t for t in order[i:] if available[t] >= remaining), key=lambda t: (available[t], t))
+            counts.append((fit, remaining))
+            return counts
+        take = min(available[s], remaining)
+        counts.append((s, take))
+        remaining -= take
+        if remaining == 0:
+            return counts
+    return None
 
 
 def make_placement(spec) -> Placement:
