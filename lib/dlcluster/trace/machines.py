@@ -68,6 +68,17 @@ def reconstruct_from_gpu_util(gpu_util: pd.DataFrame) -> pd.DataFrame:
                          "num_gpus": seen.reindex(machines, fill_value=0).astype("int64").to_numpy()})
 
 
+def _flag_gpu_beyond_count(placements: pd.DataFrame, machines: pd.DataFrame, quality: QualityReport,
+                           file: str) -> None:
+    """Placements on a GPU the server does not have (index >= its GPU count): kept, flagged."""
+    count = placements["machine"].map(machines.set_index("machine")["num_gpus"])
+    beyond = (placements["gpu"] >= count).fillna(False).to_numpy(dtype=bool)
+    rows = placements[beyond].assign(count=count[beyond])
+    quality.flag_many(file, "placement on a GPU index beyond the server's GPU count (kept)", int(beyond.sum()),
+                      (f"job {r.jobid} attempt {r.attempt}: {r.machine} gpu{r.gpu} of {r.count}"
+                       for r in rows.itertuples(index=False)))
+
+
 def combine_machine_lists(official: pd.DataFrame | None, reconstructed: pd.DataFrame | None,
                           placements: pd.DataFrame, quality: QualityReport, file: str) -> pd.DataFrame:
     """One machines table; machines only seen in placements are added and flagged."""
@@ -89,6 +100,7 @@ def combine_machine_lists(official: pd.DataFrame | None, reconstructed: pd.DataF
     merged["num_gpus"] = merged["num_gpus"].fillna(merged["num_gpus_listed"]).fillna(merged["machine"].map(used))
     merged["num_gpus"] = merged["num_gpus"].astype("Int64")
     merged["num_gpus_listed"] = merged["num_gpus_listed"].astype("Int64")
+    _flag_gpu_beyond_count(placements, merged, quality, file)
     merged["gpu_mem"] = merged["gpu_mem"].astype("string")
     merged["gpu_count_disagrees"] = (merged["num_gpus_listed"].notna()
                                      & (merged["num_gpus"] != merged["num_gpus_listed"])).fillna(False).astype(bool)

@@ -21,6 +21,13 @@ report as loaded or quarantined, with its reason and line numbers as examples:
   not bad; a number is what Arrow's float parser accepts after trimming);
 * (memory) ``mem_total`` not positive.
 
+Loaded values that cannot be physical are kept but flagged, with line numbers:
+a utilization outside 0-100 % (for memory: ``mem_free`` negative or above
+``mem_total``), and a time outside the trace's plausible period
+(:data:`.times.TRACE_PERIOD`). A UTF-8 byte-order mark before the header is
+skipped; bytes that are not UTF-8 stop the read with a :class:`TraceFormatError`
+naming the line and byte offset.
+
 The in-memory loader and the Parquet ingest share this code, so they agree row
 for row.
 """
@@ -39,7 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .quality import QualityReport, TraceFormatError
+from .quality import UTF8_BOM, QualityReport, TraceFormatError, not_utf8
+from .times import EARLIEST_PLAUSIBLE_TIME, LATEST_PLAUSIBLE_TIME, TRACE_PERIOD
 
 EXPECTED_HEADERS = {
     "gpu": ["time", "machineId"] + [f"gpu{i}_util" for i in range(8)],
@@ -67,6 +75,10 @@ EMPTY_MACHINE = "empty machine id"
 BAD_VALUE = "non-numeric utilization value"
 BAD_MEM_TOTAL = "mem_total not positive"
 NA_CELLS = "GPU cells 'NA' (offline or absent GPU; cells, not rows)"
+OUT_OF_RANGE = {"gpu": "GPU utilization outside 0-100 % (kept; cells, not rows)",
+                "cpu": "CPU utilization outside 0-100 % (kept)",
+                "mem": "memory use outside 0-100 % (mem_free negative or above mem_total; kept)"}
+OUTSIDE_PERIOD = f"time outside the trace period {TRACE_PERIOD} (kept)"
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,11 @@ def read_layout(path: str | Path, kind: str) -> UtilLayout:
     with open(path, "rb") as fh:
         header_bytes = fh.readline()
         first = fh.readline().decode("utf-8", "replace").rstrip("\r\n")
-    header = header_bytes.decode("utf-8", "replace").rstrip("\r\n")
+    bom = len(UTF8_BOM) if header_bytes.startswith(UTF8_BOM) else 0
+    try:
+        header = header_bytes[bom:].decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path.name, header_bytes[bom:], exc, offset=bom) from None
     names = [h.strip() for h in header.split(",")]
     if names and names[-1] == "":
         names = names[:-1]
@@ -299,6 +315,11 @@ def parse_block(block: RawBlock, layout: UtilLayout, file: str, quality: Quality
     values: ``gpu0``..``gpu7`` (GPU), ``cpu_util`` or ``mem_util`` (percent
     used), float64 with null for missing.
     """
+    if not block.data.isascii():
+        try:
+            block.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise not_utf8(file, block.data, exc, block.offset, block.first_line) from None
     quality.read(file, block.num_lines)
     table, lines = _parse_lines(block, layout, file, quality)
     n = table.num_rows
@@ -339,7 +360,24 @@ def parse_block(block: RawBlock, layout: UtilLayout, file: str, quality: Quality
     out = pa.table({"machine": machine, "time": time, **values}).filter(mask).unify_dictionaries()
     if layout.kind == "gpu":
         quality.flag(file, NA_CELLS, sum(out.column(c).null_count for c in WIDE_VALUES["gpu"]))
+    _flag_implausible(out, layout.kind, line_numbers(keep), file, quality)
     return out
+
+
+def _flag_implausible(out: pa.Table, kind: str, lines: np.ndarray, file: str, quality: QualityReport) -> None:
+    """Flag loaded values outside 0-100 % (per cell) and rows outside the trace period, with their lines."""
+    cells = np.zeros(out.num_rows, dtype=np.int64)
+    for column in WIDE_VALUES[kind]:
+        value = out.column(column)
+        outside = pc.or_(pc.less(value, 0.0), pc.greater(value, 100.0))
+        cells += pc.fill_null(outside, False).to_numpy(zero_copy_only=False)
+    quality.flag_many(file, OUT_OF_RANGE[kind], int(cells.sum()),
+                      (f"line {line}" for line, n in zip(lines, cells) for _ in range(n)))
+    time = out.column("time")
+    early = pc.less(time, pa.scalar(EARLIEST_PLAUSIBLE_TIME, TIME_TYPE))
+    late = pc.greater_equal(time, pa.scalar(LATEST_PLAUSIBLE_TIME, TIME_TYPE))
+    outside = pc.fill_null(pc.or_(early, late), False).to_numpy(zero_copy_only=False)
+    quality.flag_many(file, OUTSIDE_PERIOD, int(outside.sum()), (f"line {line}" for line in lines[outside]))
 
 
 def wide_to_long(table: pa.Table, kind: str) -> pd.DataFrame:
