@@ -49,7 +49,7 @@ def decode_job_log(data: bytes, path: Path):
 
 def _job_holding(body: bytes, offset: int) -> str:
     """' in job #i (jobid)' for the top-level record holding byte ``offset``; '' where the log cannot tell."""
-    text = body.decode("utf-8", "replace")
+    text = body.decode("utf-8", "replace").replace("\ufffd", " ")    # a blank keeps a string or the layout valid
     position = len(body[:offset].decode("utf-8"))      # the first bad byte: all before it is valid
     decoder = json.JSONDecoder()
     at = _JSON_SPACE.match(text, 0).end()

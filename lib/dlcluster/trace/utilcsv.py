@@ -410,6 +410,7 @@ def iter_util_blocks(path: str | Path, kind: str, quality: QualityReport,
     """
     path = Path(path)
     layout = read_layout(path, kind)
+    quality.read(path.name, 0)                  # a file with a header only is in the report too
     for block in iter_raw_blocks(path, layout.data_offset, 2, block_bytes):
         yield wide_to_long(parse_block(block, layout, path.name, quality), kind)
 
