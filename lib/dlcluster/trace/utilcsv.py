@@ -14,6 +14,7 @@ vectorized form to find the culprits. Every line is counted in the quality
 report as loaded or quarantined, with its reason and line numbers as examples:
 
 * wrong number of fields, or an empty line;
+* a carriage return inside a line (a CSV reader would split the line there);
 * a value after the trailing comma;
 * a time not like ``YYYY-MM-DD HH:MM:SS PDT|PST``;
 * an empty machine id;
@@ -68,6 +69,7 @@ MACHINE_TYPE = pa.dictionary(pa.int32(), pa.string())
 _NUMBER = r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
 
 BAD_FIELDS = "wrong number of fields"
+STRAY_CR = "carriage return inside a line"
 EMPTY_LINE = "empty line"
 TRAILING_VALUE = "unexpected value after the trailing comma"
 BAD_TIME = "time not like 'YYYY-MM-DD HH:MM:SS PDT|PST'"
@@ -201,24 +203,28 @@ def _parse_lines(block: RawBlock, layout: UtilLayout, file: str, quality: Qualit
     """Rows of the block that have the right number of fields, and their line numbers (None: all lines).
 
     Typed parse first; a non-numeric cell makes it fall back to strings (checked
-    later, cell by cell). Only a block with a malformed or empty line is split
-    into lines here, to quarantine those with their line numbers.
+    later, cell by cell). Only a block with a malformed or empty line, or a
+    carriage return that does not end a line, is split into lines here, to
+    quarantine those with their line numbers.
     """
     typed = True
     table, skipped = _parse(block.data, layout, typed=True)
     if table is None:
         typed = False
         table, skipped = _parse(block.data, layout, typed=False)
-    if skipped == 0 and table.num_rows == block.num_lines:
+    # Arrow also ends a row at a lone carriage return, so the counts alone could balance a split line
+    # against an empty one: trust them only without such a CR.
+    if skipped == 0 and table.num_rows == block.num_lines and block.data.count(b"\r") == block.data.count(b"\r\n"):
         return table, None
-    fields, empty, wrong, keep_bytes = _line_check(block, layout)
+    fields, empty, stray_cr, wrong, keep_bytes = _line_check(block, layout)
     lines = block.first_line + np.arange(len(fields))
     _quarantine(quality, file, EMPTY_LINE, lines[empty])
+    _quarantine(quality, file, STRAY_CR, lines[stray_cr])
     expected = len(layout.names)
     for line, got in zip(lines[wrong][:5], fields[wrong][:5]):
         quality.quarantine(file, BAD_FIELDS, n=0, where=f"line {line}: expected {expected} fields, got {got}")
     quality.quarantine(file, BAD_FIELDS, n=int(wrong.sum()))
-    good = ~empty & ~wrong
+    good = ~empty & ~stray_cr & ~wrong
     if not good.any():
         return _empty_raw(layout), lines[good]
     table, skipped = _parse(np.frombuffer(block.data, np.uint8)[keep_bytes].tobytes(), layout, typed)
@@ -228,8 +234,11 @@ def _parse_lines(block: RawBlock, layout: UtilLayout, file: str, quality: Qualit
     return table, lines[good]
 
 
-def _line_check(block: RawBlock, layout: UtilLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per line of the block: fields, empty, wrong field count; and the byte mask of the good lines."""
+def _line_check(block: RawBlock, layout: UtilLayout
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per line of the block: fields, empty, stray carriage return, wrong field count; and the byte mask of the
+    good lines. A CR is stray unless a newline, or more CRs and a newline, follow it (Arrow skips the empty line).
+    """
     raw = np.frombuffer(block.data, np.uint8)
     ends = np.flatnonzero(raw == 10)
     if len(raw) and raw[-1] != 10:
@@ -242,9 +251,14 @@ def _line_check(block: RawBlock, layout: UtilLayout) -> tuple[np.ndarray, np.nda
     nonzero = length > 0
     has_cr[nonzero] = raw[ends[nonzero] - 1] == 13
     empty = (length - has_cr) == 0
-    wrong = ~empty & (fields != len(layout.names))
+    cr = np.flatnonzero(raw == 13)
+    cr = cr[cr + 1 < len(raw)]
+    stray = np.zeros(len(ends), dtype=bool)
+    stray[np.searchsorted(ends, cr[(raw[cr + 1] != 10) & (raw[cr + 1] != 13)])] = True
+    stray &= ~empty
+    wrong = ~empty & ~stray & (fields != len(layout.names))
     spans = np.minimum(ends + 1, len(raw)) - starts     # each line with its newline
-    return fields, empty, wrong, np.repeat(~empty & ~wrong, spans)
+    return fields, empty, stray, wrong, np.repeat(~empty & ~stray & ~wrong, spans)
 
 
 def _quarantine(quality: QualityReport, file: str, reason: str, lines: np.ndarray) -> None:
