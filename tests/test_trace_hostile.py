@@ -91,8 +91,18 @@ def test_utilization_header_that_is_not_utf8_is_named(raw):
         load_trace(raw)
 
 
+def test_machine_list_that_is_not_utf8_or_not_csv_is_named(raw):
+    data = (raw / "cluster_machine_list").read_bytes()
+    (raw / "cluster_machine_list").write_bytes(data.replace(b"m3", b"m\xff3"))
+    with pytest.raises(TraceFormatError, match=r"cluster_machine_list: line 4, byte offset 65: byte 0xff is not valid"):
+        load_trace(raw)
+    (raw / "cluster_machine_list").write_bytes(data + b"m5,2,12GB,24GB\n")
+    with pytest.raises(TraceFormatError, match=r"cluster_machine_list: Expected 3 fields in line 6, saw 4"):
+        load_trace(raw)
+
+
 def test_byte_order_marks_are_accepted(raw, raw_small, tmp_path):
-    for name in ("cluster_job_log", *UTIL):
+    for name in ("cluster_job_log", "cluster_machine_list", *UTIL):
         (raw / name).write_bytes(BOM + (raw_small / name).read_bytes())
     with_bom, plain = load_trace(raw), load_trace(raw_small)
     for table in ("jobs", "attempts", "placements", "machines", "gpu_util", "host_util"):
