@@ -11,6 +11,7 @@ Derandomized and database-free, so CI runs the same cases every time.
 import json
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from dlcluster.trace.ingest import ingest, load_ingested
 from dlcluster.trace.quality import QualityReport, TraceFormatError
 from dlcluster.trace.rawdir import load_raw_dir
-from dlcluster.trace.utilcsv import iter_util_blocks, read_util
+from dlcluster.trace.utilcsv import iter_util_blocks, read_layout, read_util
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "raw_small"
 UTIL_FILES = {"gpu": "cluster_gpu_util", "cpu": "cluster_cpu_util", "mem": "cluster_mem_util"}
@@ -116,6 +117,24 @@ def job_log_mutations(draw) -> bytes:
     return draw(byte_mutations(original))
 
 
+def _line_structure(data: bytes, fields: int) -> Counter:
+    """A plain reading of the data lines: empty, a CR inside, wrong field count, or structurally good."""
+    lines = data.split(b"\n")[1:]
+    if data.endswith(b"\n"):
+        lines = lines[:-1]
+    out = Counter({"empty line": 0, "carriage return inside a line": 0, "wrong number of fields": 0, "good": 0})
+    for line in lines:
+        if line in (b"", b"\r"):
+            out["empty line"] += 1
+        elif b"\r" in line.rstrip(b"\r"):
+            out["carriage return inside a line"] += 1
+        elif line.count(b",") + 1 != fields:
+            out["wrong number of fields"] += 1
+        else:
+            out["good"] += 1
+    return out
+
+
 def _assert_named_format_error(exc: TraceFormatError, file: str) -> None:
     assert file in str(exc), f"error does not name {file}: {exc}"
     event(f"TraceFormatError: {str(exc).split(': ', 2)[-1][:40]}")
@@ -159,7 +178,10 @@ def test_fuzzed_utilization_file_loads_accounted_or_raises_a_named_format_error(
         whole_quality.check()
         event("loaded")
         counts = whole_quality.counts(name)
-        assert counts["read"] == max(0, mutated.count(b"\n") + (not mutated.endswith(b"\n")) - 1)
+        expected = _line_structure(mutated, len(read_layout(path, kind).names))
+        assert counts["read"] == sum(expected.values())
+        for reason in ("empty line", "carriage return inside a line", "wrong number of fields"):
+            assert counts["quarantined"].get(reason, 0) == expected[reason], reason
         blocks = list(iter_util_blocks(path, kind, block_quality, block_bytes=block_bytes))
         block_quality.check()
         assert block_quality.counts(name) == counts
