@@ -25,6 +25,7 @@ from dlcluster.trace.utilcsv import iter_util_blocks, read_layout, read_util
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "raw_small"
 UTIL_FILES = {"gpu": "cluster_gpu_util", "cpu": "cluster_cpu_util", "mem": "cluster_mem_util"}
+pytestmark = pytest.mark.filterwarnings("error")      # a deprecation today is a silent change of meaning tomorrow
 FUZZ = settings(max_examples=250, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -148,14 +149,19 @@ def test_fuzzed_job_log_loads_accounted_or_raises_a_named_format_error(data):
         (raw / "cluster_job_log").write_bytes(data)
         shutil.copy(FIXTURES / "cluster_machine_list", raw)
         try:
+            plain = json.loads(data.decode("utf-8-sig"))      # what the standard library makes of it
+        except ValueError:
+            plain = None
+        try:
             tables = load_raw_dir(raw, with_util=False)
         except TraceFormatError as exc:
             _assert_named_format_error(exc, "cluster_job_log")
+            assert not isinstance(plain, list), "a JSON list of jobs was refused"
             return
         tables["quality"].check()
         event("loaded")
         counts = tables["quality"].counts("cluster_job_log")
-        assert counts["loaded"] == len(tables["jobs"])
+        assert counts["read"] == len(plain) and counts["loaded"] == len(tables["jobs"])
 
 
 @FUZZ

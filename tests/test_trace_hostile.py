@@ -6,6 +6,7 @@ damage; the in-memory loader and the out-of-core ingest must agree on it.
 
 import json
 import shutil
+import warnings
 
 import pandas as pd
 import pytest
@@ -176,3 +177,17 @@ def test_implausible_values_are_loaded_and_flagged_with_exact_counts(raw, raw_sm
     assert quality.counts("cluster_cpu_util")["flags"] == {CPU_RANGE: 2}
     assert quality.counts("cluster_mem_util")["flags"] == {MEM_RANGE: 2}
     assert sorted(tr.host_util["mem_util"].dropna()) == [-20.0, 75.0, 101.0]
+
+
+def test_a_number_where_a_time_belongs_is_not_read_as_an_epoch(raw):
+    records = json.loads((raw / "cluster_job_log").read_text())
+    records += [_job("numeric_submit", 1506638472, "2017-10-05 01:00:00", "2017-10-05 02:00:00"),
+                _job("numeric_start", "2017-10-05 00:00:00", 1506638472, "2017-10-05 02:00:00")]
+    (raw / "cluster_job_log").write_text(json.dumps(records))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # pandas deprecates reading numbers with a format
+        tr = load_trace(raw)
+    counts = tr.quality.counts("cluster_job_log")
+    assert counts["quarantined"]["unparseable submitted_time"] == 2       # the fixture's 'yesterday' and the number
+    assert counts["flags"]["attempt start_time unparseable (set to NaT)"] == 1
+    assert pd.isna(tr.attempts.set_index("jobid").loc["numeric_start", "start"])

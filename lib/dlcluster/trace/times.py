@@ -38,7 +38,8 @@ def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Serie
     """
     values = pd.Series(values, dtype="object")
     present = values.notna() & (values.astype(str).str.strip().str.lower().isin(["", "none", "nan", "null"]) == False)  # noqa: E712
-    naive = pd.to_datetime(values.where(present), errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    text = values.map(lambda v: isinstance(v, str))          # a number is not a time (pandas would read an epoch)
+    naive = pd.to_datetime(values.where(present & text), errors="coerce", format="%Y-%m-%d %H:%M:%S")
     unparseable = present & naive.isna()
     probe = naive.dt.tz_localize(TRACE_TZ, ambiguous="NaT", nonexistent="NaT")
     ambiguous = naive.notna() & probe.isna()
