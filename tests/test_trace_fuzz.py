@@ -5,7 +5,12 @@ quarantined, ``QualityReport.check``) or raise the project's ``TraceFormatError`
 naming the file; no other exception may escape. Mutations: byte flips,
 truncation, deleted and duplicated spans, inserted junk lines, a byte-order
 mark, random bytes, swapped fields, and (job log) values of the wrong type.
-Derandomized and database-free, so CI runs the same cases every time.
+Derandomized and database-free, so CI runs the same 540 cases every time
+(250 job logs, 250 utilization files, 40 whole directories through the ingest);
+warnings are errors. Beyond "no foreign exception", each case is checked against
+a plain reading: the job log's record count against ``json.loads``, each
+utilization file's empty, CR-split and wrong-width lines against a byte split,
+and the in-memory reader against the ingest's block reader.
 """
 
 import json
