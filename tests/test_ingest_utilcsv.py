@@ -84,3 +84,18 @@ def test_host_files_and_memory_percent(tmp_path):
     assert frame["mem_util"].iloc[0] == 75.0 and np.isnan(frame["mem_util"].iloc[1])
     assert quality.counts("cluster_mem_util")["quarantined"] == {"mem_total not positive": 1}
     assert quality.to_frame()["examples"].iloc[0] == "line 3"
+
+
+@pytest.mark.parametrize("block_bytes", [1, 60, 1 << 20])
+def test_a_carriage_return_inside_a_line_is_quarantined_not_split_into_two_rows(tmp_path, block_bytes):
+    # Arrow ends a row at a lone CR: line 3 would read as two rows, balancing the empty line 4 in a row count.
+    path = tmp_path / "cluster_gpu_util"
+    path.write_bytes((HEADER + GOOD.replace("00:10", "00:11") + GOOD.rstrip("\n") + "\r" + GOOD + "\n"
+                      + GOOD.replace("m1,10", "m1,\r10")).encode())
+    quality = QualityReport()
+    frame = pd.concat(list(iter_util_blocks(path, "gpu", quality, block_bytes=block_bytes)), ignore_index=True)
+    counts = quality.counts("cluster_gpu_util")
+    assert counts["read"] == 4 and counts["loaded"] == 1
+    assert counts["quarantined"] == {"carriage return inside a line": 2, "empty line": 1}
+    assert quality.to_frame().set_index("reason")["examples"]["carriage return inside a line"] == "line 3; line 5"
+    assert frame["time"].unique().tolist() == [pd.Timestamp("2017-10-03 07:11", tz="UTC")]

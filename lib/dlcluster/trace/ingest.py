@@ -217,6 +217,7 @@ def _stage_util(path: Path, kind: str, out_dir: Path, staging: Path, fingerprint
             if not leftover.name.startswith("part-") or int(leftover.stem[5:]) >= journal["parts"]:
                 leftover.unlink()
         quality = _report(journal["quality"])
+        quality.read(path.name, 0)              # a file with a header only is in the report too
         masks = journal["gpu_masks"]
         with tqdm(total=path.stat().st_size, initial=journal["next_offset"], unit="B", unit_scale=True,
                   desc=f"ingesting {path.name}", disable=not progress) as bar:

@@ -8,6 +8,8 @@ What the real log contains and how it is read:
 * an attempt start or end that is missing or ``None``: NaT, flagged; an end of
   ``None`` on the *last* attempt means the attempt was still running;
 * naive local times in the repeated DST hour: read as PDT, flagged;
+* a time outside the trace's plausible period (:data:`.times.TRACE_PERIOD`) or an
+  attempt that ends before it starts: kept, flagged with the job;
 * a record that cannot be a job (no jobid, unknown status, bad submit time,
   malformed placement, duplicate jobid) is quarantined with its reason.
 """
@@ -21,7 +23,7 @@ import pandas as pd
 
 from .quality import QualityReport
 from .schema import JOBS_COLUMNS
-from .times import parse_naive_local
+from .times import TRACE_PERIOD, outside_trace_period, parse_naive_local
 
 STATUSES = ("Pass", "Killed", "Failed")
 _GPU_NAME = re.compile(r"^gpu(\d+)$")
@@ -118,6 +120,9 @@ def parse_job_records(records, file: str, quality: QualityReport, source: str):
     quality.loaded(file, len(jobs))
     quality.flag(file, "submitted_time in the repeated DST hour (read as PDT)", int(amb_submit.sum()))
     quality.flag(file, "job has no attempts (never started)", int((jobs["num_attempts"] == 0).sum()))
+    outside = outside_trace_period(submitted)
+    quality.flag_many(file, f"submitted_time outside the trace period {TRACE_PERIOD} (kept)", int(outside.sum()),
+                      (f"job {jid}" for jid in jobs.loc[outside, "jobid"]))
 
     start, bad_start, amb_start = parse_naive_local(attempts["start_raw"])
     end, bad_end, amb_end = parse_naive_local(attempts["end_raw"])
@@ -132,8 +137,15 @@ def parse_job_records(records, file: str, quality: QualityReport, source: str):
     quality.flag(file, "attempt time in the repeated DST hour (read as PDT)", int((amb_start | amb_end).sum()))
 
     attempts = attempts.assign(start=start.array, end=end.array, running=running.to_numpy())
+
+    def flag_attempts(reason: str, mask: np.ndarray) -> None:
+        where = zip(attempts.loc[mask, "jobid"], attempts.loc[mask, "attempt"])
+        quality.flag_many(file, reason, int(mask.sum()), (f"job {jid} attempt {k}" for jid, k in where))
+
+    flag_attempts(f"attempt start_time or end_time outside the trace period {TRACE_PERIOD} (kept)",
+                  outside_trace_period(attempts["start"]) | outside_trace_period(attempts["end"]))
     negative = (attempts["end"] < attempts["start"]).to_numpy()
-    quality.flag(file, "attempt ends before it starts (duration set to NaN)", int(negative.sum()))
+    flag_attempts("attempt ends before it starts (duration set to NaN)", negative)
     duration = (attempts["end"] - attempts["start"]).dt.total_seconds().where(~negative)
     attempts["duration_s"] = duration
 

@@ -9,20 +9,39 @@ beside it as ``num_gpus_listed``.
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from .quality import QualityReport, TraceFormatError
+from .quality import QualityReport, TraceFormatError, not_utf8
 
 _MEM = re.compile(r"^\d+(\.\d+)?\s*[GM]B$")
+
+
+def _read_list(path: str | Path, file: str, **options) -> pd.DataFrame:
+    """A machine list as strings (a UTF-8 BOM is skipped); unreadable input is a TraceFormatError naming the file."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8", **options)
+    except UnicodeDecodeError as exc:
+        with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as fh:
+            data = fh.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as where:
+            raise not_utf8(file, data, where) from None
+        raise TraceFormatError(f"{file}: not valid UTF-8 ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise TraceFormatError(f"{file}: empty file (expected a header line)") from None
+    except pd.errors.ParserError as exc:
+        raise TraceFormatError(f"{file}: {str(exc).replace('Error tokenizing data. C error: ', '')}") from None
 
 
 def read_official_machine_list(path: str | Path, quality: QualityReport, file: str | None = None) -> pd.DataFrame:
     """``machineId, number of GPUs, single GPU mem`` -> machine, num_gpus_listed, gpu_mem."""
     file = file or Path(path).name
-    raw = pd.read_csv(path, skipinitialspace=True, dtype=str, keep_default_na=False)
+    raw = _read_list(path, file, skipinitialspace=True)
     expected = ["machineId", "number of GPUs", "single GPU mem"]
     if [c.strip() for c in raw.columns] != expected:
         raise TraceFormatError(f"{file}: line 1: header {list(raw.columns)} is not the expected {expected}")
@@ -47,7 +66,7 @@ def read_official_machine_list(path: str | Path, quality: QualityReport, file: s
 def read_reconstructed_machine_list(path: str | Path, quality: QualityReport, file: str | None = None) -> pd.DataFrame:
     """The reconstructed list (``,machineId,number of GPUs``) -> machine, num_gpus."""
     file = file or Path(path).name
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    raw = _read_list(path, file)
     if "machineId" not in raw or "number of GPUs" not in raw:
         raise TraceFormatError(f"{file}: line 1: expected columns 'machineId' and 'number of GPUs', got {list(raw.columns)}")
     quality.read(file, len(raw))
@@ -66,6 +85,17 @@ def reconstruct_from_gpu_util(gpu_util: pd.DataFrame) -> pd.DataFrame:
     machines = pd.Index(gpu_util["machine"].unique(), name="machine")
     return pd.DataFrame({"machine": machines,
                          "num_gpus": seen.reindex(machines, fill_value=0).astype("int64").to_numpy()})
+
+
+def _flag_gpu_beyond_count(placements: pd.DataFrame, machines: pd.DataFrame, quality: QualityReport,
+                           file: str) -> None:
+    """Placements on a GPU the server does not have (index >= its GPU count): kept, flagged."""
+    count = placements["machine"].map(machines.set_index("machine")["num_gpus"])
+    beyond = (placements["gpu"] >= count).fillna(False).to_numpy(dtype=bool)
+    rows = placements[beyond].assign(count=count[beyond])
+    quality.flag_many(file, "placement on a GPU index beyond the server's GPU count (kept)", int(beyond.sum()),
+                      (f"job {r.jobid} attempt {r.attempt}: {r.machine} gpu{r.gpu} of {r.count}"
+                       for r in rows.itertuples(index=False)))
 
 
 def combine_machine_lists(official: pd.DataFrame | None, reconstructed: pd.DataFrame | None,
@@ -89,6 +119,7 @@ def combine_machine_lists(official: pd.DataFrame | None, reconstructed: pd.DataF
     merged["num_gpus"] = merged["num_gpus"].fillna(merged["num_gpus_listed"]).fillna(merged["machine"].map(used))
     merged["num_gpus"] = merged["num_gpus"].astype("Int64")
     merged["num_gpus_listed"] = merged["num_gpus_listed"].astype("Int64")
+    _flag_gpu_beyond_count(placements, merged, quality, file)
     merged["gpu_mem"] = merged["gpu_mem"].astype("string")
     merged["gpu_count_disagrees"] = (merged["num_gpus_listed"].notna()
                                      & (merged["num_gpus"] != merged["num_gpus_listed"])).fillna(False).astype(bool)

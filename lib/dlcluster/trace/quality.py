@@ -11,14 +11,25 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Iterable
 
 import pandas as pd
 
 MAX_EXAMPLES = 5
+UTF8_BOM = b"\xef\xbb\xbf"   # written first by some Windows tools; accepted and skipped
 
 
 class TraceFormatError(ValueError):
     """Input that cannot be read at all (wrong header, not JSON, ...). Names file and place."""
+
+
+def not_utf8(file: str, data: bytes, exc: UnicodeDecodeError, offset: int = 0, first_line: int = 1,
+             context: str = "") -> TraceFormatError:
+    """The error for bytes that are not UTF-8: ``data`` starts at byte ``offset`` (line ``first_line``) of ``file``."""
+    line = first_line + data.count(b"\n", 0, exc.start)
+    return TraceFormatError(f"{file}: line {line}, byte offset {offset + exc.start}: byte "
+                            f"0x{data[exc.start]:02x} is not valid UTF-8{context} (save the file as UTF-8)")
 
 
 @dataclass
@@ -63,6 +74,14 @@ class QualityReport:
         acc.flags[reason] += int(n)
         if where is not None and len(acc.examples[reason]) < MAX_EXAMPLES:
             acc.examples[reason].append(where)
+
+    def flag_many(self, file: str, reason: str, n: int, examples: Iterable[str]) -> None:
+        """Flag ``n`` rows, keeping the first few of ``examples`` (read lazily) as where they are."""
+        if n == 0:
+            return
+        acc = self._file(file)
+        acc.flags[reason] += int(n)
+        acc.examples[reason].extend(islice(examples, max(0, MAX_EXAMPLES - len(acc.examples[reason]))))
 
     def merge(self, other: "QualityReport") -> None:
         for name, acc in other._files.items():

@@ -10,6 +10,7 @@ reconstruction, GPU counts are reconstructed from ``cluster_gpu_util``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -17,19 +18,58 @@ import pandas as pd
 from .joblog import parse_job_records
 from .machines import (combine_machine_lists, read_official_machine_list,
                        read_reconstructed_machine_list, reconstruct_from_gpu_util)
-from .quality import QualityReport, TraceFormatError
+from .quality import UTF8_BOM, QualityReport, TraceFormatError, not_utf8
 from .utilcsv import read_util
 
 JOB_LOG = "cluster_job_log"
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 def read_job_log(path: Path, quality: QualityReport, source: str):
+    return parse_job_records(decode_job_log(Path(path).read_bytes(), path), path.name, quality, source)
+
+
+def decode_job_log(data: bytes, path: Path):
+    """The JSON value of a job log (UTF-8, a leading BOM skipped); unreadable bytes are a TraceFormatError."""
+    skipped = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
+    body = data[skipped:]
     try:
-        with open(path) as fh:
-            records = json.load(fh)
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise not_utf8(str(path), body, exc, offset=skipped, context=_job_holding(body, exc.start)) from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
-    return parse_job_records(records, path.name, quality, source)
+    except RecursionError:
+        raise TraceFormatError(f"{path}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:            # e.g. an integer with more digits than Python converts
+        raise TraceFormatError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _job_holding(body: bytes, offset: int) -> str:
+    """' in job #i (jobid)' for the top-level record holding byte ``offset``; '' where the log cannot tell."""
+    text = body.decode("utf-8", "replace").replace("\ufffd", " ")    # a blank keeps a string or the layout valid
+    position = len(body[:offset].decode("utf-8"))      # the first bad byte: all before it is valid
+    decoder = json.JSONDecoder()
+    at = _JSON_SPACE.match(text, 0).end()
+    if text[at:at + 1] != "[":
+        return ""
+    at, index = at + 1, 0
+    while at < position:
+        at = _JSON_SPACE.match(text, at).end()
+        try:
+            record, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return ""
+        if at <= position < end:
+            jobid = record.get("jobid") if isinstance(record, dict) else None
+            return f" in job #{index}" + (f" ({jobid})" if jobid not in (None, "") else "")
+        at = _JSON_SPACE.match(text, end).end()
+        if text[at:at + 1] != ",":
+            return ""
+        at, index = at + 1, index + 1
+    return ""
 
 
 def merge_host_util(cpu: pd.DataFrame | None, mem: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame | None:

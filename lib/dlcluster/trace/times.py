@@ -5,6 +5,12 @@ utilization files append the zone ("2017-10-03 00:08:00 PDT"). Everything is
 converted to UTC so that durations across the 2017-11-05 PDT->PST change are
 exact. A naive time inside the repeated 01:00-02:00 hour of that night is
 ambiguous; it is read as PDT (the first occurrence) and flagged by the caller.
+
+A time outside the plausible period of the trace (the released trace's submits
+span 2017-08-07..2017-12-22, US/Pacific, widened by a month on each side for
+jobs queued or running around them) is kept but flagged by the readers: it
+predates the cluster or follows the end of the trace, so it is a typo, a
+default date (1970) or clock trouble.
 """
 
 from __future__ import annotations
@@ -14,6 +20,13 @@ import pandas as pd
 
 TRACE_TZ = "America/Los_Angeles"
 ZONE_OFFSETS = {"PDT": pd.Timedelta(hours=7), "PST": pd.Timedelta(hours=8)}
+FIRST_SUBMIT_DAY = pd.Timestamp("2017-08-07", tz=TRACE_TZ)     # the released trace's first submit day
+LAST_SUBMIT_DAY = pd.Timestamp("2017-12-22", tz=TRACE_TZ)      # ... and its last
+PLAUSIBLE_MARGIN = pd.Timedelta(days=31)
+EARLIEST_PLAUSIBLE_TIME = (FIRST_SUBMIT_DAY - PLAUSIBLE_MARGIN).tz_convert("UTC")
+LATEST_PLAUSIBLE_TIME = (LAST_SUBMIT_DAY + pd.Timedelta(days=1) + PLAUSIBLE_MARGIN).tz_convert("UTC")
+TRACE_PERIOD = (f"{EARLIEST_PLAUSIBLE_TIME.tz_convert(TRACE_TZ):%Y-%m-%d}.."       # whole days, inclusive
+                f"{(LATEST_PLAUSIBLE_TIME - pd.Timedelta(1)).tz_convert(TRACE_TZ):%Y-%m-%d} US/Pacific")
 
 
 def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Series]:
@@ -25,7 +38,8 @@ def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Serie
     """
     values = pd.Series(values, dtype="object")
     present = values.notna() & (values.astype(str).str.strip().str.lower().isin(["", "none", "nan", "null"]) == False)  # noqa: E712
-    naive = pd.to_datetime(values.where(present), errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    text = values.map(lambda v: isinstance(v, str))          # a number is not a time (pandas would read an epoch)
+    naive = pd.to_datetime(values.where(present & text), errors="coerce", format="%Y-%m-%d %H:%M:%S")
     unparseable = present & naive.isna()
     utc, ambiguous = localize_naive(naive, TRACE_TZ)
     return utc, unparseable, ambiguous
@@ -43,6 +57,12 @@ def localize_naive(naive: pd.Series, tz: str) -> tuple[pd.Series, pd.Series]:
     utc = naive.dt.tz_localize(tz, ambiguous=np.ones(len(naive), dtype=bool),
                                nonexistent="shift_forward").dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
     return utc, ambiguous
+
+
+def outside_trace_period(utc: pd.Series) -> np.ndarray:
+    """Times (UTC) before the cluster existed or after the trace ended; NaT is not outside."""
+    utc = pd.Series(utc)
+    return ((utc < EARLIEST_PLAUSIBLE_TIME) | (utc >= LATEST_PLAUSIBLE_TIME)).to_numpy(dtype=bool)
 
 
 def parse_zoned(values: pd.Series) -> tuple[pd.Series, pd.Series]:

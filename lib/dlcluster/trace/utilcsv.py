@@ -14,12 +14,20 @@ vectorized form to find the culprits. Every line is counted in the quality
 report as loaded or quarantined, with its reason and line numbers as examples:
 
 * wrong number of fields, or an empty line;
+* a carriage return inside a line (a CSV reader would split the line there);
 * a value after the trailing comma;
 * a time not like ``YYYY-MM-DD HH:MM:SS PDT|PST``;
 * an empty machine id;
 * a non-numeric value (``NA``, ``None``, ``nan`` and empty cells are missing,
   not bad; a number is what Arrow's float parser accepts after trimming);
 * (memory) ``mem_total`` not positive.
+
+Loaded values that cannot be physical are kept but flagged, with line numbers:
+a utilization outside 0-100 % (for memory: ``mem_free`` negative or above
+``mem_total``), and a time outside the trace's plausible period
+(:data:`.times.TRACE_PERIOD`). A UTF-8 byte-order mark before the header is
+skipped; bytes that are not UTF-8 stop the read with a :class:`TraceFormatError`
+naming the line and byte offset.
 
 The in-memory loader and the Parquet ingest share this code, so they agree row
 for row.
@@ -39,7 +47,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .quality import QualityReport, TraceFormatError
+from .quality import UTF8_BOM, QualityReport, TraceFormatError, not_utf8
+from .times import EARLIEST_PLAUSIBLE_TIME, LATEST_PLAUSIBLE_TIME, TRACE_PERIOD
 
 EXPECTED_HEADERS = {
     "gpu": ["time", "machineId"] + [f"gpu{i}_util" for i in range(8)],
@@ -60,6 +69,7 @@ MACHINE_TYPE = pa.dictionary(pa.int32(), pa.string())
 _NUMBER = r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
 
 BAD_FIELDS = "wrong number of fields"
+STRAY_CR = "carriage return inside a line"
 EMPTY_LINE = "empty line"
 TRAILING_VALUE = "unexpected value after the trailing comma"
 BAD_TIME = "time not like 'YYYY-MM-DD HH:MM:SS PDT|PST'"
@@ -67,6 +77,10 @@ EMPTY_MACHINE = "empty machine id"
 BAD_VALUE = "non-numeric utilization value"
 BAD_MEM_TOTAL = "mem_total not positive"
 NA_CELLS = "GPU cells 'NA' (offline or absent GPU; cells, not rows)"
+OUT_OF_RANGE = {"gpu": "GPU utilization outside 0-100 % (kept; cells, not rows)",
+                "cpu": "CPU utilization outside 0-100 % (kept)",
+                "mem": "memory use outside 0-100 % (mem_free negative or above mem_total; kept)"}
+OUTSIDE_PERIOD = f"time outside the trace period {TRACE_PERIOD} (kept)"
 
 
 @dataclass(frozen=True)
@@ -110,7 +124,11 @@ def read_layout(path: str | Path, kind: str) -> UtilLayout:
     with open(path, "rb") as fh:
         header_bytes = fh.readline()
         first = fh.readline().decode("utf-8", "replace").rstrip("\r\n")
-    header = header_bytes.decode("utf-8", "replace").rstrip("\r\n")
+    bom = len(UTF8_BOM) if header_bytes.startswith(UTF8_BOM) else 0
+    try:
+        header = header_bytes[bom:].decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path.name, header_bytes[bom:], exc, offset=bom) from None
     names = [h.strip() for h in header.split(",")]
     if names and names[-1] == "":
         names = names[:-1]
@@ -185,24 +203,28 @@ def _parse_lines(block: RawBlock, layout: UtilLayout, file: str, quality: Qualit
     """Rows of the block that have the right number of fields, and their line numbers (None: all lines).
 
     Typed parse first; a non-numeric cell makes it fall back to strings (checked
-    later, cell by cell). Only a block with a malformed or empty line is split
-    into lines here, to quarantine those with their line numbers.
+    later, cell by cell). Only a block with a malformed or empty line, or a
+    carriage return that does not end a line, is split into lines here, to
+    quarantine those with their line numbers.
     """
     typed = True
     table, skipped = _parse(block.data, layout, typed=True)
     if table is None:
         typed = False
         table, skipped = _parse(block.data, layout, typed=False)
-    if skipped == 0 and table.num_rows == block.num_lines:
+    # Arrow also ends a row at a lone carriage return, so the counts alone could balance a split line
+    # against an empty one: trust them only without such a CR.
+    if skipped == 0 and table.num_rows == block.num_lines and block.data.count(b"\r") == block.data.count(b"\r\n"):
         return table, None
-    fields, empty, wrong, keep_bytes = _line_check(block, layout)
+    fields, empty, stray_cr, wrong, keep_bytes = _line_check(block, layout)
     lines = block.first_line + np.arange(len(fields))
     _quarantine(quality, file, EMPTY_LINE, lines[empty])
+    _quarantine(quality, file, STRAY_CR, lines[stray_cr])
     expected = len(layout.names)
     for line, got in zip(lines[wrong][:5], fields[wrong][:5]):
         quality.quarantine(file, BAD_FIELDS, n=0, where=f"line {line}: expected {expected} fields, got {got}")
     quality.quarantine(file, BAD_FIELDS, n=int(wrong.sum()))
-    good = ~empty & ~wrong
+    good = ~empty & ~stray_cr & ~wrong
     if not good.any():
         return _empty_raw(layout), lines[good]
     table, skipped = _parse(np.frombuffer(block.data, np.uint8)[keep_bytes].tobytes(), layout, typed)
@@ -212,8 +234,11 @@ def _parse_lines(block: RawBlock, layout: UtilLayout, file: str, quality: Qualit
     return table, lines[good]
 
 
-def _line_check(block: RawBlock, layout: UtilLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per line of the block: fields, empty, wrong field count; and the byte mask of the good lines."""
+def _line_check(block: RawBlock, layout: UtilLayout
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per line of the block: fields, empty, stray carriage return, wrong field count; and the byte mask of the
+    good lines. A CR is stray unless a newline, or more CRs and a newline, follow it (Arrow skips the empty line).
+    """
     raw = np.frombuffer(block.data, np.uint8)
     ends = np.flatnonzero(raw == 10)
     if len(raw) and raw[-1] != 10:
@@ -226,9 +251,14 @@ def _line_check(block: RawBlock, layout: UtilLayout) -> tuple[np.ndarray, np.nda
     nonzero = length > 0
     has_cr[nonzero] = raw[ends[nonzero] - 1] == 13
     empty = (length - has_cr) == 0
-    wrong = ~empty & (fields != len(layout.names))
+    cr = np.flatnonzero(raw == 13)
+    cr = cr[cr + 1 < len(raw)]
+    stray = np.zeros(len(ends), dtype=bool)
+    stray[np.searchsorted(ends, cr[(raw[cr + 1] != 10) & (raw[cr + 1] != 13)])] = True
+    stray &= ~empty
+    wrong = ~empty & ~stray & (fields != len(layout.names))
     spans = np.minimum(ends + 1, len(raw)) - starts     # each line with its newline
-    return fields, empty, wrong, np.repeat(~empty & ~wrong, spans)
+    return fields, empty, stray, wrong, np.repeat(~empty & ~stray & ~wrong, spans)
 
 
 def _quarantine(quality: QualityReport, file: str, reason: str, lines: np.ndarray) -> None:
@@ -299,6 +329,11 @@ def parse_block(block: RawBlock, layout: UtilLayout, file: str, quality: Quality
     values: ``gpu0``..``gpu7`` (GPU), ``cpu_util`` or ``mem_util`` (percent
     used), float64 with null for missing.
     """
+    if not block.data.isascii():
+        try:
+            block.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise not_utf8(file, block.data, exc, block.offset, block.first_line) from None
     quality.read(file, block.num_lines)
     table, lines = _parse_lines(block, layout, file, quality)
     n = table.num_rows
@@ -339,7 +374,24 @@ def parse_block(block: RawBlock, layout: UtilLayout, file: str, quality: Quality
     out = pa.table({"machine": machine, "time": time, **values}).filter(mask).unify_dictionaries()
     if layout.kind == "gpu":
         quality.flag(file, NA_CELLS, sum(out.column(c).null_count for c in WIDE_VALUES["gpu"]))
+    _flag_implausible(out, layout.kind, line_numbers(keep), file, quality)
     return out
+
+
+def _flag_implausible(out: pa.Table, kind: str, lines: np.ndarray, file: str, quality: QualityReport) -> None:
+    """Flag loaded values outside 0-100 % (per cell) and rows outside the trace period, with their lines."""
+    cells = np.zeros(out.num_rows, dtype=np.int64)
+    for column in WIDE_VALUES[kind]:
+        value = out.column(column)
+        outside = pc.or_(pc.less(value, 0.0), pc.greater(value, 100.0))
+        cells += pc.fill_null(outside, False).to_numpy(zero_copy_only=False)
+    quality.flag_many(file, OUT_OF_RANGE[kind], int(cells.sum()),
+                      (f"line {line}" for line, n in zip(lines, cells) for _ in range(n)))
+    time = out.column("time")
+    early = pc.less(time, pa.scalar(EARLIEST_PLAUSIBLE_TIME, TIME_TYPE))
+    late = pc.greater_equal(time, pa.scalar(LATEST_PLAUSIBLE_TIME, TIME_TYPE))
+    outside = pc.fill_null(pc.or_(early, late), False).to_numpy(zero_copy_only=False)
+    quality.flag_many(file, OUTSIDE_PERIOD, int(outside.sum()), (f"line {line}" for line in lines[outside]))
 
 
 def wide_to_long(table: pa.Table, kind: str) -> pd.DataFrame:
@@ -372,6 +424,7 @@ def iter_util_blocks(path: str | Path, kind: str, quality: QualityReport,
     """
     path = Path(path)
     layout = read_layout(path, kind)
+    quality.read(path.name, 0)                  # a file with a header only is in the report too
     for block in iter_raw_blocks(path, layout.data_offset, 2, block_bytes):
         yield wide_to_long(parse_block(block, layout, path.name, quality), kind)
 
