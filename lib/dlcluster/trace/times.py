@@ -29,9 +29,19 @@ def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Serie
     unparseable = present & naive.isna()
     probe = naive.dt.tz_localize(TRACE_TZ, ambiguous="NaT", nonexistent="NaT")
     ambiguous = naive.notna() & probe.isna()
-    utc = naive.dt.tz_localize(TRACE_TZ, ambiguous=np.ones(len(naive), dtype=bool),
-                               nonexistent="shift_forward").dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
-    return utc, unparseable, ambiguous
+    return localize_naive(naive), unparseable, ambiguous
+
+
+def localize_naive(naive: pd.Series) -> pd.Series:
+    """Naive US/Pacific wall-clock datetimes -> UTC (the repeated DST hour read as PDT)."""
+    naive = pd.Series(naive)
+    return naive.dt.tz_localize(TRACE_TZ, ambiguous=np.ones(len(naive), dtype=bool),
+                                nonexistent="shift_forward").dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+
+
+def to_local_naive(utc: pd.Series) -> pd.Series:
+    """UTC -> naive US/Pacific wall-clock datetimes (the clock the job log was written in)."""
+    return pd.Series(utc).dt.tz_convert(TRACE_TZ).dt.tz_localize(None)
 
 
 def parse_zoned(values: pd.Series) -> tuple[pd.Series, pd.Series]:

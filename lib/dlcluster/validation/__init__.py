@@ -1,0 +1,7 @@
+"""The simulator's validation against the real Philly cluster.
+
+:mod:`.jobsets`: what each public job set holds, RFold's calendar alignment,
+which set carries the real demand. :mod:`.workload`: the replay workload (and
+the same from a raw job log). :mod:`.calibrate`: fit the unknown parameters on
+the first weeks of the real occupancy data and validate on the rest.
+"""
