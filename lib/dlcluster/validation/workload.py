@@ -166,6 +166,17 @@ def pollux_replay_workload(trace, warmup_days: float | None = None) -> ReplayWor
     return _warm(replay, warmup_days)
 
 
+def first_days(replay: ReplayWorkload, days: float | None) -> ReplayWorkload:
+    """Only the jobs submitted before ``measure_start + days`` (a shorter replay; None keeps all)."""
+    if days is None:
+        return replay
+    w = replay.workload
+    end_s = (replay.measure_start + pd.Timedelta(days=days) - w.epoch) / pd.Timedelta(seconds=1)
+    out = replay.take(w.arrival_s < end_s)
+    out.info["replay_days"] = days
+    return out
+
+
 def _warm(replay: ReplayWorkload, warmup_days: float | None) -> ReplayWorkload:
     w = replay.workload
     start_s = (replay.measure_start - w.epoch) / pd.Timedelta(seconds=1)
@@ -199,3 +210,34 @@ def workload_from_job_log(trace) -> tuple[Workload, dict]:
     return Workload(**{**{k: getattr(workload, k) for k in ("jobid", "vc", "user", "arrival_s", "num_gpus",
                                                             "service_s", "epoch")},
                        "excluded": excluded, "source": f"job log ({trace.name})"}), excluded
+
+
+def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame, tolerance_s: float = 60.0) -> tuple[pd.DataFrame, dict]:
+    """The DRE records' first-attempt queueing delay, by the official definition (first start - submit).
+
+    DRE keeps only the *last* attempt's start, so its recorded wait includes the
+    earlier attempts of a retried job. The first start is recovered from the
+    same job in RFold, whose duration is last end - first start:
+    first start = DRE end - duration. Returns a table (jobid, vc, submitted,
+    num_gpus, bucket, recorded_wait_s, first_wait_s) and the counts of records
+    left out (no RFold match; first start before submit by more than
+    ``tolerance_s``, i.e. inconsistent), so none is lost silently.
+    """
+    ids = replay.dre_jobid
+    have = np.flatnonzero(pd.notna(ids))
+    duration = pd.Series(replay.workload.service_s[have], index=ids[have].astype(str))
+    dre = dre_jobs.set_index("jobid")
+    matched = dre.index.intersection(duration.index)
+    rec = dre.loc[matched]
+    first = (rec["last_end"] - pd.to_timedelta(duration.loc[matched].to_numpy(), unit="s") - rec["submitted"]
+             ).dt.total_seconds()
+    bad = first < -tolerance_s
+    excluded = {"no matching job in the replay workload": int(len(dre) - len(matched)),
+                "first start before submit (inconsistent)": int(bad.sum())}
+    rec, first = rec[~bad], first[~bad].clip(lower=0.0)
+    table = pd.DataFrame({"jobid": rec.index.to_numpy(), "vc": rec["vc"].to_numpy(),
+                          "submitted": rec["submitted"].to_numpy(), "num_gpus": rec["num_gpus"].astype(int).to_numpy(),
+                          "bucket": size_bucket(rec["num_gpus"].astype(float)).astype(str).to_numpy(),
+                          "recorded_wait_s": rec["queueing_delay_s"].astype(float).to_numpy(),
+                          "first_wait_s": first.to_numpy()})
+    return table, excluded
