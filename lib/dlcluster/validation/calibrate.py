@@ -200,7 +200,7 @@ def paired_delays(rep: Replay, real_waits: pd.DataFrame, column: str = "first_wa
                          "real_s": real[column].to_numpy(float), "simulated_s": sim_delay.loc[common].to_numpy()})
 
 
-def _in(frame: pd.DataFrame, span: tuple | None) -> pd.DataFrame:
+def in_span(frame: pd.DataFrame, span: tuple | None) -> pd.DataFrame:
     if span is None:
         return frame
     t = pd.to_datetime(frame["submitted"])
@@ -209,7 +209,7 @@ def _in(frame: pd.DataFrame, span: tuple | None) -> pd.DataFrame:
 
 def delay_table(pairs: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
     """Median and p90 queueing delay per size bucket, replay beside real, with the median ratio and KS."""
-    part = _in(pairs, span)
+    part = in_span(pairs, span)
     table = compare_delays(part.rename(columns={"real_s": "delay_s"})[["bucket", "delay_s"]],
                            part.rename(columns={"simulated_s": "delay_s"})[["bucket", "delay_s"]])
     table = table.reindex([b for b in DELAY_BUCKETS if b in table.index])
@@ -219,7 +219,7 @@ def delay_table(pairs: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
 
 def vc_ks(pairs: pd.DataFrame, span: tuple | None = None, top: int = 5) -> pd.DataFrame:
     """KS distance of replay vs real delay per VC, for the ``top`` VCs with most records in the span."""
-    part = _in(pairs, span)
+    part = in_span(pairs, span)
     vcs = part["vc"].value_counts().head(top).index
     rows = [{"vc": vc, "records": int((part["vc"] == vc).sum()),
              "real_median_s": float(part.loc[part["vc"] == vc, "real_s"].median()),
@@ -236,6 +236,14 @@ def log_median_error(table: pd.DataFrame, floor_s: float = 1.0) -> float:
     return float(np.mean(np.abs(np.log(s / r))))
 
 
+def allocated_share(result, span: tuple) -> float:
+    """Replay's mean share of GPUs allocated in ``span``."""
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    inside = (times >= span[0]) & (times < span[1])
+    return float((ts["allocated_gpus"].to_numpy()[inside] / result.topology.total_gpus).mean())
+
+
 def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
     """Replay's allocated GPU share in ``span`` beside the real share of GPU-minutes at 0% utilization.
 
@@ -243,10 +251,7 @@ def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
     allocated share from above; allocated GPUs can also idle, so it is a bound,
     not a value.
     """
-    ts = result.timeseries
-    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
-    inside = (times >= span[0]) & (times < span[1])
-    allocated = float((ts["allocated_gpus"].to_numpy()[inside] / result.topology.total_gpus).mean())
+    allocated = allocated_share(result, span)
     at_zero = cdf.loc[cdf["gpu_util_percent"] <= 0.0, "cdf_percent"]
     zero_share = float(at_zero.max() / 100.0) if len(at_zero) else 0.0
     return {"simulated_allocated_share": allocated, "real_gpu_minutes_at_0pct": zero_share,
@@ -343,24 +348,28 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
 def ablation_variants(best: ReplayParams) -> dict:
     """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's)."""
     return {
-        "calibrated": best,
-        "no lending": replace(best, lending=False) if best.lending else replace(best, lending=True),
+        ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
         "no locality (no racks, no back-off)": replace(best, locality="any"),
         "no VC quotas": replace(best, quotas=False),
     }
 
 
 def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
-             real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5) -> tuple[pd.DataFrame, dict]:
+             real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
+             done: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """Held-out figures of each variant: ``{name: (ReplayWorkload, ReplayParams)}`` -> (table, replays).
+
+    ``done``: ``{name: Replay}`` already simulated (measured first, not rerun).
 
     Table columns: occupancy MAE (pp), median ratio (replay / real) and p90 per
     size bucket, the largest median ratio (either way), the largest KS of the
     ``top_vcs`` VCs, and the replay's allocated GPU share.
     """
     rows, replays = [], {}
-    for name, (workload, params) in variants.items():
-        rep = run_replay(workload, machines, vc_table, params)
+    runs = [(name, rep) for name, rep in (done or {}).items()] + list(variants.items())
+    for name, item in runs:
+        rep = item if isinstance(item, Replay) else run_replay(item[0], machines, vc_table, item[1])
+        workload = rep.replay
         figures = held_out_figures(rep, occupancy, real_waits, span, top_vcs=top_vcs)
         replays[name] = rep
         row = {"variant": name, "jobs": len(workload.workload), "occupancy_mae_pp": figures["occupancy_mae_pp"]}
@@ -369,11 +378,7 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
             row[f"simulated_p90_s_{bucket}"] = r["simulated_p90_s"]
         row["max_median_ratio"] = figures["max_median_ratio"]
         row["max_ks_top_vcs"] = figures["max_ks"]
-        ts = rep.result.timeseries
-        times = rep.result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
-        inside = (times >= span[0]) & (times < span[1])
-        row["allocated_gpu_share"] = float((ts["allocated_gpus"].to_numpy()[inside]
-                                            / rep.result.topology.total_gpus).mean())
+        row["allocated_gpu_share"] = allocated_share(rep.result, span)
         row["wall_s"] = rep.result.summary["wall_s"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("variant"), replays
