@@ -162,3 +162,54 @@ def test_spans_split_the_occupancy_data():
     assert s["fit"] == (t[0], t[0] + pd.Timedelta(days=7)) and s["held_out"][0] == s["fit"][1]
     with pytest.raises(ValueError, match="no held-out span"):
         vc.spans(occ, 12)
+
+
+@pytest.fixture(scope="module")
+def rfold_alignment(public_trace):
+    rf, pol = public_trace.rfold_jobs, public_trace.jobs_of("pollux")
+    return js.align_offsets(rf["arrival_offset_s"], rf["num_gpus"], rf["duration_s"],
+                            pol["submitted"], pol["num_gpus"], pol["run_time_s"])
+
+
+def test_rfold_alignment_on_the_real_sets(rfold_alignment):
+    # RFold's offset 0 is 2017-08-14 23:27:00 Pacific wall-clock: offsets were taken from the job log's local times
+    assert rfold_alignment.origin_local == pd.Timestamp("2017-08-14 23:27:00")
+    assert rfold_alignment.offsets_are_wallclock and rfold_alignment.supporting_pairs > 70000
+
+
+def test_replay_workload_vcs_are_labelled_and_deterministic(public_trace, rfold_alignment):
+    one = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=0)
+    again = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=0)
+    other = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=1)
+    assert len(one.workload) == 111549
+    assert (one.workload.vc == again.workload.vc).all()
+    drawn = one.vc_source == "drawn"
+    # another seed changes only drawn VCs
+    assert (one.workload.vc[~drawn] == other.workload.vc[~drawn]).all()
+    assert (one.workload.vc[drawn] != other.workload.vc[drawn]).any()
+    # a job with a DRE record carries that record's VC; every Pollux job is matched once
+    dre = public_trace.jobs_of("dre").set_index("jobid")
+    rec = one.vc_source == "dre record"
+    assert (one.workload.vc[rec] == dre.loc[one.dre_jobid[rec].astype(str), "vc"].to_numpy()).all()
+    assert one.info["pollux_jobs_matched"] == 82247
+    assert one.info["dre_records_matched"] > 5800
+
+
+def test_cold_start_keeps_nothing_from_before_the_measurement(public_trace, rfold_alignment):
+    cold = vw.rfold_replay_workload(public_trace, rfold_alignment, warmup_days=0)
+    start_s = (cold.measure_start - cold.workload.epoch) / pd.Timedelta(seconds=1)
+    assert cold.measure_start == public_trace.occupancy["time"].min()
+    assert (cold.workload.arrival_s >= start_s).all()
+    warm = vw.rfold_replay_workload(public_trace, rfold_alignment, warmup_days=7)
+    early = warm.workload.arrival_s < start_s - 7 * 86400
+    # jobs from before the warm-up are kept only when still running at the measurement start
+    assert early.any() and (warm.workload.arrival_s[early] + warm.workload.service_s[early] > start_s).all()
+
+
+def test_missing_at_end_share_on_two_jobs():
+    t0 = pd.Timestamp("2017-10-01", tz="UTC")
+    submit = pd.Series([t0, t0])
+    # a 2-GPU job of 10 days and a 1-GPU job of 1 day, looked at half a day in
+    share = js.missing_at_end_share(submit, [2, 1], [10 * 86400.0, 86400.0], [t0 + pd.Timedelta(hours=12)],
+                                    [0, 1, 10])
+    assert list(share) == [1.0, pytest.approx(2 / 3), 0.0]

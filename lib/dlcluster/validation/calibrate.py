@@ -185,19 +185,27 @@ def paired_delays(rep: Replay, real_waits: pd.DataFrame, column: str = "first_wa
     """Real complete records beside the same jobs in the replay: real (``column``) and simulated first wait.
 
     ``real_waits``: :func:`.workload.dre_first_waits`'s table (``first_wait_s``
-    by the official definition, ``recorded_wait_s`` as DRE recorded it).
+    by the official definition, ``recorded_wait_s`` as DRE recorded it). A job
+    the replay never started (e.g. a VC without quota when lending is off) gets
+    the wait it had when the replay ended, a lower bound, and
+    ``never_started`` True.
     """
     sim = rep.result.jobs
     ids = rep.replay.dre_jobid
     have = np.flatnonzero(pd.notna(ids))
-    sim_delay = pd.Series(sim["queueing_delay_s"].to_numpy(float)[have] + rep.params.latency_s,
-                          index=ids[have].astype(str))
+    delay = sim["queueing_delay_s"].to_numpy(float)[have]
+    never = np.isnan(delay)
+    censored = float(rep.result.summary["end_time_s"]) - sim["arrival_s"].to_numpy(float)[have]
+    delay = np.where(never, censored, delay + rep.params.latency_s)
+    sim_delay = pd.DataFrame({"simulated_s": delay, "never_started": never}, index=ids[have].astype(str))
     real = real_waits.set_index("jobid")
     common = real.index.intersection(sim_delay.index)
     real = real.loc[common]
     return pd.DataFrame({"jobid": common, "vc": real["vc"].to_numpy(), "submitted": real["submitted"].to_numpy(),
                          "num_gpus": real["num_gpus"].to_numpy(), "bucket": real["bucket"].to_numpy(),
-                         "real_s": real[column].to_numpy(float), "simulated_s": sim_delay.loc[common].to_numpy()})
+                         "real_s": real[column].to_numpy(float),
+                         "simulated_s": sim_delay.loc[common, "simulated_s"].to_numpy(),
+                         "never_started": sim_delay.loc[common, "never_started"].to_numpy()})
 
 
 def in_span(frame: pd.DataFrame, span: tuple | None) -> pd.DataFrame:
@@ -331,13 +339,21 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
 
 
 def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
-                     gpu_util_cdf: pd.DataFrame | None = None, top_vcs: int = 5) -> dict:
-    """Every validation figure on ``span``: occupancy MAE, delays per bucket, KS per VC, GPU allocation."""
+                     gpu_util_cdf: pd.DataFrame | None = None, top_vcs: int = 5,
+                     complete_until: pd.Timestamp | None = None) -> dict:
+    """Every validation figure on ``span``: occupancy MAE, delays per bucket, KS per VC, GPU allocation.
+
+    ``complete_until``: the job set's completeness horizon
+    (:func:`.jobsets.completeness_horizon`); the occupancy MAE is also given on
+    the part of ``span`` before it (``occupancy_mae_pp_complete``).
+    """
     sim_occ, real_occ = simulated_occupancy(rep.result), real_occupancy(occupancy)
     pairs = paired_delays(rep, real_waits)
     delays = delay_table(pairs, span)
     ks = vc_ks(pairs, span, top_vcs)
-    out = {"occupancy_mae_pp": mae_points(sim_occ, real_occ, span), "delays": delays, "vc_ks": ks,
+    complete = span if complete_until is None else (span[0], min(span[1], complete_until))
+    out = {"occupancy_mae_pp": mae_points(sim_occ, real_occ, span),
+           "occupancy_mae_pp_complete": mae_points(sim_occ, real_occ, complete), "delays": delays, "vc_ks": ks,
            "max_median_ratio": float(np.max(np.maximum(delays["median_ratio"], 1.0 / delays["median_ratio"]))),
            "max_ks": float(ks["ks"].max()), "log_median_error": log_median_error(delays)}
     if gpu_util_cdf is not None:
@@ -356,12 +372,12 @@ def ablation_variants(best: ReplayParams) -> dict:
 
 def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
              real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
-             done: dict | None = None) -> tuple[pd.DataFrame, dict]:
+             done: dict | None = None, complete_until: pd.Timestamp | None = None) -> tuple[pd.DataFrame, dict]:
     """Held-out figures of each variant: ``{name: (ReplayWorkload, ReplayParams)}`` -> (table, replays).
 
     ``done``: ``{name: Replay}`` already simulated (measured first, not rerun).
 
-    Table columns: occupancy MAE (pp), median ratio (replay / real) and p90 per
+    Table columns: occupancy MAE (pp; also before ``complete_until``), median ratio (replay / real) and p90 per
     size bucket, the largest median ratio (either way), the largest KS of the
     ``top_vcs`` VCs, and the replay's allocated GPU share.
     """
@@ -370,9 +386,10 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
     for name, item in runs:
         rep = item if isinstance(item, Replay) else run_replay(item[0], machines, vc_table, item[1])
         workload = rep.replay
-        figures = held_out_figures(rep, occupancy, real_waits, span, top_vcs=top_vcs)
+        figures = held_out_figures(rep, occupancy, real_waits, span, top_vcs=top_vcs, complete_until=complete_until)
         replays[name] = rep
-        row = {"variant": name, "jobs": len(workload.workload), "occupancy_mae_pp": figures["occupancy_mae_pp"]}
+        row = {"variant": name, "jobs": len(workload.workload), "occupancy_mae_pp": figures["occupancy_mae_pp"],
+               "occupancy_mae_pp_complete": figures["occupancy_mae_pp_complete"]}
         for bucket, r in figures["delays"].iterrows():
             row[f"median_ratio_{bucket}"] = r["median_ratio"]
             row[f"simulated_p90_s_{bucket}"] = r["simulated_p90_s"]

@@ -246,3 +246,55 @@ def job_set_facts(trace, alignment: Alignment) -> pd.DataFrame:
          "gpu_days_in_pollux_span": np.nan},
     ]
     return pd.DataFrame(rows).set_index("job_set")
+
+
+def missing_at_end_share(submitted_utc, num_gpus, duration_s, reference_times, lead_days) -> pd.Series:
+    """Share of busy GPUs held by jobs that run on for more than ``lead_days`` (estimated at ``reference_times``).
+
+    A job set holds only jobs that ended before the trace was collected: at a time
+    ``lead`` before the collection, the jobs missing are those that would still
+    run ``lead`` later. Measured where the record is complete, this share tells
+    how much of the demand a replay lacks ``lead`` days before the trace's end.
+    """
+    t0 = pd.to_datetime(pd.Series(submitted_utc)).min()
+    start = (pd.to_datetime(pd.Series(submitted_utc)) - t0).dt.total_seconds().to_numpy()
+    end = start + np.asarray(duration_s, float)
+    g = np.asarray(num_gpus, float)
+    ref = np.array([(pd.Timestamp(t) - t0).total_seconds() for t in reference_times])
+    out = {}
+    for lead in lead_days:
+        held = beyond = 0.0
+        for t in ref:
+            running = (start <= t) & (end > t)
+            held += g[running].sum()
+            beyond += g[running & (end > t + lead * 86400.0)].sum()
+        out[lead] = beyond / held if held > 0 else float("nan")
+    return pd.Series(out, name="missing_share").rename_axis("lead_days")
+
+
+def completeness_horizon(submitted_utc, num_gpus, duration_s, reference_span: tuple, max_missing: float = 0.05,
+                         hole_fraction: float = 0.1) -> dict:
+    """Last time up to which a job set holds (nearly) the whole demand, from the set itself.
+
+    Two checks: (1) jobs still running at the trace's end are absent: the horizon
+    is the trace end minus the smallest lead (days) at which at most
+    ``max_missing`` of busy GPUs belong to such jobs (estimated every 6 h in
+    ``reference_span``); (2) a hole in the arrivals: the first day after
+    ``reference_span`` with fewer than ``hole_fraction`` x the median daily
+    arrivals. The horizon is the earlier of the two.
+    """
+    submitted = pd.to_datetime(pd.Series(submitted_utc))
+    trace_end = submitted.max()
+    refs = pd.date_range(reference_span[0], reference_span[1], freq="6h", inclusive="left")
+    leads = list(range(0, 61))
+    share = missing_at_end_share(submitted, num_gpus, duration_s, refs, leads)
+    lead = int(share.index[share <= max_missing].min())
+    daily = submitted.dt.floor("D").value_counts().sort_index()
+    daily = daily.reindex(pd.date_range(daily.index.min(), daily.index.max(), freq="D"), fill_value=0)
+    after = daily[daily.index >= reference_span[1]]
+    holes = after.index[after < hole_fraction * daily.median()]
+    hole = holes.min() if len(holes) else pd.NaT
+    by_end = trace_end - pd.Timedelta(days=lead)
+    horizon = by_end if pd.isna(hole) else min(by_end, hole)
+    return {"trace_end": trace_end, "lead_days": lead, "horizon_by_running_jobs": by_end, "arrival_hole_from": hole,
+            "horizon": horizon, "missing_share": share}
