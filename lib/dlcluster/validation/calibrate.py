@@ -367,6 +367,7 @@ def ablation_variants(best: ReplayParams) -> dict:
         ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
         "no locality (no racks, no back-off)": replace(best, locality="any"),
         "no VC quotas": replace(best, quotas=False),
+        "no scheduler latency": replace(best, latency_s=0.0),
     }
 
 
