@@ -4,7 +4,7 @@ import pytest
 
 from dlcluster.trace import load_trace
 from dlcluster.trace.schema import (ATTEMPTS_COLUMNS, GPU_UTIL_COLUMNS, HOST_UTIL_COLUMNS, JOBS_COLUMNS,
-                                    MACHINES_COLUMNS, PLACEMENTS_COLUMNS, size_bucket)
+                                    MACHINES_COLUMNS, PLACEMENTS_COLUMNS, RFOLD_JOBS_COLUMNS, size_bucket)
 
 
 @pytest.mark.parametrize("source", ["public", "raw_small"])
@@ -18,6 +18,11 @@ def test_documented_columns(source, raw_small):
     assert list(tr.host_util.columns) == list(HOST_UTIL_COLUMNS)
     for col in ("submitted", "first_start", "last_end"):
         assert str(tr.jobs[col].dtype) == "datetime64[ns, UTC]"
+
+
+def test_public_rfold_columns():
+    tr = load_trace("public")
+    assert list(tr.rfold_jobs.columns) == list(RFOLD_JOBS_COLUMNS)
 
 
 def test_size_buckets():

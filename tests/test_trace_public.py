@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dlcluster.trace import QualityReport
-from dlcluster.trace.public import read_dre_util_windows
+from dlcluster.trace.public import read_dre_util_windows, read_rfold_jobs
 
 
 def test_sources_and_counts(public_trace):
@@ -16,6 +16,40 @@ def test_sources_and_counts(public_trace):
     assert public_trace.jobs["jobid"].is_unique
     assert len(public_trace.machines) == 552
     assert public_trace.vc_quotas.set_index("vc").loc["6214e9", "gpus"] == 64 * 8
+
+
+def test_rfold_jobs_loaded_in_their_own_table(public_trace):
+    rf = public_trace.rfold_jobs
+    assert len(rf) == 111549 and rf["rfold_id"].is_unique
+    assert rf["arrival_offset_s"].min() == 0 and rf["arrival_offset_s"].is_monotonic_increasing
+    assert (rf["topology"] == "CLOS").all()
+    # job 112 asks for 16 GPUs as two full 8-GPU servers
+    j = rf.set_index("rfold_id").loc[112]
+    assert j["shape"] == "8+8" and j["num_gpus"] == 16 and j["duration_s"] == 1453510.0
+    c = public_trace.quality.counts("rfold_philly_jobs.csv.gz")
+    assert c["read"] == c["loaded"] == 111549
+
+
+def test_rfold_bad_rows_are_counted(tmp_path):
+    text = ("#job id,arrival time (sec),topology,shape,size,duration (sec)\n"
+            "0,0.0,CLOS,1,1,10.0\n"
+            "1,5.0,CLOS,1,0,10.0\n"          # size 0
+            "2,x,CLOS,1,1,10.0\n"            # bad arrival
+            "3,6.0,CLOS,1,1,0.0\n"           # zero duration: kept, flagged
+            "3,7.0,CLOS,1,1,5.0\n")          # duplicate id
+    q = QualityReport()
+    rf = read_rfold_jobs(_write_gz(tmp_path / "r.csv.gz", text), q)
+    c = q.counts("r.csv.gz")
+    assert c["read"] == 5 and c["loaded"] == 2 and list(rf["rfold_id"]) == [0, 3]
+    assert c["quarantined"] == {"job id not a unique integer": 1, "size not a positive integer": 1,
+                                "arrival time not a non-negative number": 1}
+    assert c["flags"] == {"duration 0 s (kept: a job that ended at once)": 1}
+
+
+def test_rfold_wrong_header_names_file(tmp_path):
+    from dlcluster.trace import TraceFormatError
+    with pytest.raises(TraceFormatError, match="r.csv.gz: line 1: header"):
+        read_rfold_jobs(_write_gz(tmp_path / "r.csv.gz", "id,arrival\n0,0\n"), QualityReport())
 
 
 def test_official_readme_example_job(public_trace):
@@ -91,5 +125,5 @@ def test_build_public_is_reproducible(tmp_path):
     out = build_public(paths.external_dir(), tmp_path / "public")
     rebuilt = load_public(out)
     committed = load_public(paths.public_dir())
-    for name in ("jobs", "attempts", "placements", "machines", "gpu_util", "host_util"):
+    for name in ("jobs", "attempts", "placements", "machines", "gpu_util", "host_util", "rfold_jobs"):
         pd.testing.assert_frame_equal(rebuilt[name], committed[name], check_dtype=True)

@@ -44,6 +44,12 @@ SOURCES = {
         "lacks": "killed jobs, single-GPU jobs, multi-attempt jobs (selected by its authors), utilization beyond 3 minutes",
         "label": "real (DRE complete job records)",
     },
+    "rfold": {
+        "description": "111,549 real Philly jobs: arrival offset, GPUs, duration (RFold artifact, shuoshuc/RFold WorkloadGen/data/philly_trace.csv); table rfold_jobs",
+        "answers": "arrivals, job sizes and durations of a larger job set (about 3.7x Pollux's GPU-seconds)",
+        "lacks": "calendar time (offsets only), VC, user, status, attempts, placement; how duration was derived",
+        "label": "real (RFold-derived Philly jobs)",
+    },
     "philly": {
         "description": "the full official Philly trace (msr-fiddle/philly-traces, 117,325 jobs)",
         "answers": "everything in the paper's trace analyses",
@@ -68,6 +74,7 @@ class Trace:
     vc_quotas: pd.DataFrame | None = None
     occupancy: pd.DataFrame | None = None
     cluster_gpu_util_cdf: pd.DataFrame | None = None
+    rfold_jobs: pd.DataFrame | None = None
     location: Path | None = None
     extra: dict = field(default_factory=dict)
 
@@ -99,7 +106,7 @@ def _from_tables(name: str, tables: dict, location: Path | None) -> Trace:
                  machines=tables["machines"], quality=tables["quality"], gpu_util=tables.get("gpu_util"),
                  host_util=tables.get("host_util"), vc_quotas=tables.get("vc_quotas"),
                  occupancy=tables.get("occupancy"), cluster_gpu_util_cdf=tables.get("cluster_gpu_util_cdf"),
-                 location=location)
+                 rfold_jobs=tables.get("rfold_jobs"), location=location)
 
 
 def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:

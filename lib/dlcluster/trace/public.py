@@ -10,6 +10,11 @@ data/README.md for provenance and licences):
 * ``dre``: 5,910 complete job records in near-raw form (DRE project), with a
   placement, and real per-minute GPU/CPU/memory samples from 10 minutes before
   to 3 minutes after each job's start.
+* ``rfold``: 111,549 real jobs (arrival offset, GPUs, duration) from the RFold
+  artifact, in their own table ``rfold_jobs``: no calendar time, VC, user or
+  status, so they are not rows of ``jobs`` (see
+  :mod:`dlcluster.validation.jobsets` for what they hold and how they are
+  aligned to calendar time).
 * machine lists, VC sizes, cluster occupancy and the cluster-wide GPU
   utilization CDF.
 """
@@ -34,7 +39,7 @@ from .quality import QualityReport, TraceFormatError
 from .times import parse_naive_local
 
 TABLES = ("jobs", "attempts", "placements", "machines", "gpu_util", "host_util", "vc_quotas",
-          "occupancy", "cluster_gpu_util_cdf", "quality_summary", "quality_reasons")
+          "occupancy", "rfold_jobs", "cluster_gpu_util_cdf", "quality_summary", "quality_reasons")
 
 EXTERNAL_FILES = {
     "pollux": "philly/pollux_jobs.csv.gz",
@@ -45,6 +50,7 @@ EXTERNAL_FILES = {
     "vc_nodes": "philly/vc_nodes.csv",
     "node_sequence": "philly/node_sequence.csv.gz",
     "gpu_util_cdf": "philly/gpu_util_cdf.csv",
+    "rfold": "philly/rfold_philly_jobs.csv.gz",
 }
 GPUS_PER_NODE = 8  # the Helios VC sizes count 8-GPU nodes
 _GPU_SERIES = re.compile(r"^(m\d+)_gpu(\d+)$")
@@ -98,6 +104,46 @@ def read_pollux_jobs(path: Path, quality: QualityReport) -> pd.DataFrame:
         "run_time_s": duration[keep].to_numpy(dtype="float64"),
         "gpu_time_s": gpu_time[keep].to_numpy(dtype="float64"),
         "source": "pollux",
+    })
+
+
+RFOLD_HEADER = ["#job id", "arrival time (sec)", "topology", "shape", "size", "duration (sec)"]
+
+
+def read_rfold_jobs(path: Path, quality: QualityReport) -> pd.DataFrame:
+    """RFold's Philly jobs: arrival offsets (s from its first arrival), GPUs and duration; nothing else."""
+    file = path.name
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if list(raw.columns) != RFOLD_HEADER:
+        raise TraceFormatError(f"{file}: line 1: header {list(raw.columns)} is not the expected {RFOLD_HEADER}")
+    quality.read(file, len(raw), unit="jobs")
+    job = pd.to_numeric(raw["#job id"], errors="coerce")
+    arrival = pd.to_numeric(raw["arrival time (sec)"], errors="coerce")
+    gpus = pd.to_numeric(raw["size"], errors="coerce")
+    duration = pd.to_numeric(raw["duration (sec)"], errors="coerce")
+    checks = [
+        (job.isna() | (job % 1 != 0) | job.duplicated(keep="first"), "job id not a unique integer"),
+        (arrival.isna() | (arrival < 0), "arrival time not a non-negative number"),
+        (gpus.isna() | (gpus < 1) | (gpus % 1 != 0), "size not a positive integer"),
+        (duration.isna() | (duration < 0), "duration not a non-negative number"),
+    ]
+    keep = pd.Series(True, index=raw.index)
+    for bad, reason in checks:
+        bad = bad & keep
+        for i in raw.index[bad][:5]:
+            quality.quarantine(file, reason, n=0, where=f"line {i + 2}")
+        if bad.any():
+            quality.quarantine(file, reason, n=int(bad.sum()))
+        keep &= ~bad
+    quality.loaded(file, int(keep.sum()))
+    quality.flag(file, "duration 0 s (kept: a job that ended at once)", int((keep & (duration == 0)).sum()))
+    return pd.DataFrame({
+        "rfold_id": job[keep].astype("int64").to_numpy(),
+        "arrival_offset_s": arrival[keep].to_numpy(dtype="float64"),
+        "topology": raw.loc[keep, "topology"].to_numpy(dtype=object),
+        "shape": raw.loc[keep, "shape"].to_numpy(dtype=object),
+        "num_gpus": gpus[keep].astype("int64").to_numpy(),
+        "duration_s": duration[keep].to_numpy(dtype="float64"),
     })
 
 
@@ -303,6 +349,7 @@ def read_external(external: Path) -> dict:
         "gpu_util": gpu_util, "host_util": host_util,
         "vc_quotas": read_vc_quotas(paths["vc_nodes"], quality),
         "occupancy": read_occupancy(paths["node_sequence"], quality),
+        "rfold_jobs": read_rfold_jobs(paths["rfold"], quality),
         "cluster_gpu_util_cdf": read_gpu_util_cdf(paths["gpu_util_cdf"], quality),
     }
     quality.check()

@@ -83,6 +83,16 @@ HOST_UTIL_COLUMNS = {
     "mem_util": "host memory used, percent: 100 * (total - free) / total (mem table)",
 }
 
+# RFold's Philly job set (public data only): no calendar time, VC, user or status.
+RFOLD_JOBS_COLUMNS = {
+    "rfold_id": "RFold's job number (0-based, in arrival order)",
+    "arrival_offset_s": "arrival, seconds after RFold's first arrival (no calendar time in the source)",
+    "topology": "RFold's network model of the job (always 'CLOS' here)",
+    "shape": "RFold's requested shape: GPUs per server joined by '+' (e.g. '8+8'), a single number for one server",
+    "num_gpus": "GPUs requested",
+    "duration_s": "duration in seconds as RFold gives it (its derivation is not documented)",
+}
+
 SIZE_BUCKETS = ("1", "2-4", "5-8", ">8")
 #: results.json-safe spelling of each size bucket (``>`` does not belong in a key).
 BUCKET_KEYS = {"1": "1", "2-4": "2-4", "5-8": "5-8", ">8": "gt8"}

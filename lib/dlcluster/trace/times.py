@@ -45,6 +45,16 @@ def parse_naive_local(values: pd.Series) -> tuple[pd.Series, pd.Series, pd.Serie
     return utc, unparseable, ambiguous
 
 
+def localize_pacific(naive: pd.Series) -> pd.Series:
+    """Naive US/Pacific wall-clock datetimes -> UTC (the repeated DST hour read as PDT)."""
+    return localize_naive(pd.Series(naive), TRACE_TZ)[0]
+
+
+def to_local_naive(utc: pd.Series) -> pd.Series:
+    """UTC -> naive US/Pacific wall-clock datetimes (the clock the job log was written in)."""
+    return pd.Series(utc).dt.tz_convert(TRACE_TZ).dt.tz_localize(None)
+
+
 def localize_naive(naive: pd.Series, tz: str) -> tuple[pd.Series, pd.Series]:
     """Naive wall-clock times in zone ``tz`` -> UTC; returns ``(utc, ambiguous)``.
 

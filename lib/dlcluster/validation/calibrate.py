@@ -1,0 +1,402 @@
+"""Calibrate the replay's unknown parameters on part of the real record, validate on the rest.
+
+Unknown parameters (:class:`ReplayParams`): the quotas of the VCs missing from
+the public node counts, whether VCs may borrow idle GPUs (lending), the relax
+timeout of Philly's locality back-off, the rack size, the placement strategy.
+
+The fit looks only at the *fit span* (the first ``fit_days`` of the real
+occupancy data); the *held-out span* is the rest. The objective on the fit span
+(:func:`objective`) is the occupancy error in percentage points plus
+``delay_weight`` x the mean absolute log-ratio of the replay's and the real
+median queueing delay per size bucket (2-4, 5-8, >8 GPUs; the DRE complete
+records submitted in the fit span, compared job for job with the same jobs in
+the replay). The search is coordinate descent over a small grid (deterministic).
+
+Figures each beside the real value: occupancy MAE (servers with a job, share
+of servers, hourly), queueing-delay median and p90 per size bucket, per-VC delay
+CDFs with the KS distance, and the replay's GPU allocation beside the share of
+real GPU-minutes at 0% utilization (the only cluster-wide GPU figure public).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .replay import compare_delays
+from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
+from ..sim.workload import quotas_from_table
+from ..trace.schema import size_bucket
+from .workload import ReplayWorkload
+
+DELAY_BUCKETS = ("2-4", "5-8", ">8")
+UNKNOWN_VC_QUOTAS = ("none", "demand")
+
+
+@dataclass(frozen=True)
+class ReplayParams:
+    """The replay's modelling choices; the defaults are the simulator's defaults before calibration."""
+
+    unknown_vc_quota: str = "none"   # "none": VCs without a public node count only borrow; "demand": see vc_quotas
+    lending: bool = True
+    relax_after_s: float = 180.0
+    rack_size: int = 16
+    placement: str = "most_free"
+    policy: str = "philly"
+    locality: str = "relax"          # Philly policy: "relax" (back-off, then loosen), "any" (no locality)
+    quotas: bool = True              # False: no VC limits at all
+    latency_s: float = 0.0           # scheduler latency: a job enters the queue this long after its submit
+
+    def label(self) -> str:
+        return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
+                f"lending={'on' if self.lending else 'off'}, locality={self.locality}, "
+                f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
+                f"latency={self.latency_s:g}s, policy={self.policy}")
+
+
+def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
+    """GPU quotas: the public node counts, and for the other VCs of the workload by ``unknown_vc_quota``.
+
+    ``"none"``: quota 0 (they only borrow idle GPUs). ``"demand"``: the GPUs not
+    covered by the public counts, shared among those VCs in proportion to their
+    GPU-seconds in the workload (floored).
+    """
+    if unknown_vc_quota not in UNKNOWN_VC_QUOTAS:
+        raise ValueError(f"unknown_vc_quota must be one of {UNKNOWN_VC_QUOTAS}, got {unknown_vc_quota!r}")
+    quotas = quotas_from_table(vc_table)
+    missing = sorted(set(map(str, workload.vc)) - set(quotas))
+    if unknown_vc_quota == "none" or not missing:
+        return quotas
+    left = max(0, int(total_gpus) - sum(quotas.values()))
+    demand = pd.Series(workload.num_gpus * workload.service_s, index=workload.vc).groupby(level=0).sum()
+    demand = demand.reindex(missing).fillna(0.0)
+    shares = demand / demand.sum() if demand.sum() > 0 else pd.Series(1.0 / len(missing), index=missing)
+    return {**quotas, **{vc: int(np.floor(left * s)) for vc, s in shares.items()}}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One simulated replay with what it ran on."""
+
+    result: object
+    params: ReplayParams
+    quotas: dict
+    replay: ReplayWorkload
+
+
+def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
+               params: ReplayParams = ReplayParams(), seed: int = 0) -> Replay:
+    """Simulate the workload on the reconstructed machines with ``params`` (ideal speed: no slowdown model).
+
+    The service times are the real jobs' durations, which already contain
+    whatever slowdown their placement caused, so no slowdown model is applied.
+    ``params.latency_s`` delays each job's entry into the queue (the time
+    Philly's scheduler and launcher take before a job can be placed, an
+    unknown); the job's wait is still counted from its real submit time.
+    """
+    topology = topology_from_machines(machines, params.rack_size)
+    quotas = vc_quotas(vc_table, replay.workload, topology.total_gpus, params.unknown_vc_quota) \
+        if params.quotas else None
+    policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s) \
+        if params.policy == "philly" else make_policy(params.policy)
+    workload = replay.workload
+    if params.latency_s:
+        workload = replace(workload, arrival_s=workload.arrival_s + float(params.latency_s))
+    result = simulate(workload, topology, policy, quotas=quotas, lending=params.lending,
+                      placement=params.placement, slowdown=None, seed=seed)
+    return Replay(result, params, quotas, replay)
+
+
+# --------------------------------------------------------------------------- measures
+
+
+def spans(occupancy: pd.DataFrame, fit_days: float, total_days: float | None = None) -> dict:
+    """``{"fit": (begin, end), "held_out": (begin, end)}`` over the real occupancy data (UTC, end exclusive).
+
+    ``total_days`` ends the held-out span that many days after the data's start
+    (a shorter validation); None runs it to the data's end.
+    """
+    begin, end = occupancy["time"].min(), occupancy["time"].max() + pd.Timedelta(minutes=1)
+    if total_days is not None:
+        end = min(end, begin + pd.Timedelta(days=total_days))
+    cut = begin + pd.Timedelta(days=fit_days)
+    if not begin < cut < end:
+        raise ValueError(f"fit_days={fit_days} leaves no held-out span in {begin}..{end}")
+    return {"fit": (begin, cut), "held_out": (cut, end)}
+
+
+def monitoring_gaps(occupancy: pd.DataFrame) -> pd.Series:
+    """Minutes whose record says no server had a job (``active == 0``).
+
+    The job sets have hundreds of jobs running at every such minute (the longest
+    stretch is most of 2017-10-26), so these are gaps in the monitoring, not an
+    empty cluster: they are left out of every error and counted.
+    """
+    return occupancy["active"] == 0
+
+
+def real_occupancy(occupancy: pd.DataFrame, freq: str = "1h") -> pd.Series:
+    """Real share of servers with a job (active / total), mean per ``freq`` bin, monitoring gaps left out."""
+    occ = occupancy[~monitoring_gaps(occupancy)].set_index("time")
+    return (occ["active"] / occ["total"]).resample(freq).mean().dropna().rename("real")
+
+
+def simulated_occupancy(result, freq: str = "1h") -> pd.Series:
+    """Replay's share of servers with a job (1 - idle servers / servers), mean per ``freq`` bin (UTC)."""
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    busy = 1.0 - ts["idle_servers"].to_numpy() / result.topology.num_servers
+    return pd.Series(busy, index=times).resample(freq).mean().dropna().rename("simulated")
+
+
+def mae_points(simulated: pd.Series, real: pd.Series, span: tuple | None = None) -> float:
+    """Mean absolute error in percentage points between two share series on their common index (within ``span``)."""
+    both = pd.concat([simulated.rename("s"), real.rename("r")], axis=1, join="inner").dropna()
+    if span is not None:
+        both = both[(both.index >= span[0]) & (both.index < span[1])]
+    if both.empty:
+        raise ValueError("mae_points: the series share no time inside the span")
+    return float(100.0 * (both["s"] - both["r"]).abs().mean())
+
+
+def mae_by_period(simulated: pd.Series, real: pd.Series, span: tuple, freq: str = "7D") -> pd.DataFrame:
+    """Occupancy error (pp) and mean shares per period of ``freq`` inside ``span``: where the error comes from."""
+    both = pd.concat([simulated.rename("simulated"), real.rename("real")], axis=1, join="inner").dropna()
+    both = both[(both.index >= span[0]) & (both.index < span[1])]
+    period = span[0] + ((both.index - span[0]) // pd.Timedelta(freq)) * pd.Timedelta(freq)
+    grouped = both.assign(abs_err=(both["simulated"] - both["real"]).abs()).groupby(period)
+    out = grouped[["real", "simulated"]].mean() * 100.0
+    out["mae_pp"] = grouped["abs_err"].mean() * 100.0
+    return out.rename_axis("period_start").rename(columns={"real": "real_pct", "simulated": "simulated_pct"})
+
+
+def ks_distance(a, b) -> float:
+    """Two-sample Kolmogorov-Smirnov distance (max gap between the empirical CDFs)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) == 0 or len(b) == 0:
+        return float("nan")
+    return float(stats.ks_2samp(a, b).statistic)
+
+
+def paired_delays(rep: Replay, real_waits: pd.DataFrame, column: str = "first_wait_s") -> pd.DataFrame:
+    """Real complete records beside the same jobs in the replay: real (``column``) and simulated first wait.
+
+    ``real_waits``: :func:`.workload.dre_first_waits`'s table (``first_wait_s``
+    by the official definition, ``recorded_wait_s`` as DRE recorded it). A job
+    the replay never started (e.g. a VC without quota when lending is off) gets
+    the wait it had when the replay ended, a lower bound, and
+    ``never_started`` True.
+    """
+    sim = rep.result.jobs
+    ids = rep.replay.dre_jobid
+    have = np.flatnonzero(pd.notna(ids))
+    delay = sim["queueing_delay_s"].to_numpy(float)[have]
+    never = np.isnan(delay)
+    censored = float(rep.result.summary["end_time_s"]) - sim["arrival_s"].to_numpy(float)[have]
+    delay = np.where(never, censored, delay + rep.params.latency_s)
+    sim_delay = pd.DataFrame({"simulated_s": delay, "never_started": never}, index=ids[have].astype(str))
+    real = real_waits.set_index("jobid")
+    common = real.index.intersection(sim_delay.index)
+    real = real.loc[common]
+    return pd.DataFrame({"jobid": common, "vc": real["vc"].to_numpy(), "submitted": real["submitted"].to_numpy(),
+                         "num_gpus": real["num_gpus"].to_numpy(), "bucket": real["bucket"].to_numpy(),
+                         "real_s": real[column].to_numpy(float),
+                         "simulated_s": sim_delay.loc[common, "simulated_s"].to_numpy(),
+                         "never_started": sim_delay.loc[common, "never_started"].to_numpy()})
+
+
+def in_span(frame: pd.DataFrame, span: tuple | None) -> pd.DataFrame:
+    if span is None:
+        return frame
+    t = pd.to_datetime(frame["submitted"])
+    return frame[(t >= span[0]) & (t < span[1])]
+
+
+def delay_table(pairs: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
+    """Median and p90 queueing delay per size bucket, replay beside real, with the median ratio and KS."""
+    part = in_span(pairs, span)
+    table = compare_delays(part.rename(columns={"real_s": "delay_s"})[["bucket", "delay_s"]],
+                           part.rename(columns={"simulated_s": "delay_s"})[["bucket", "delay_s"]])
+    table = table.reindex([b for b in DELAY_BUCKETS if b in table.index])
+    table["median_ratio"] = table["simulated_median_s"] / table["real_median_s"]
+    return table
+
+
+def vc_ks(pairs: pd.DataFrame, span: tuple | None = None, top: int = 5) -> pd.DataFrame:
+    """KS distance of replay vs real delay per VC, for the ``top`` VCs with most records in the span."""
+    part = in_span(pairs, span)
+    vcs = part["vc"].value_counts().head(top).index
+    rows = [{"vc": vc, "records": int((part["vc"] == vc).sum()),
+             "real_median_s": float(part.loc[part["vc"] == vc, "real_s"].median()),
+             "simulated_median_s": float(part.loc[part["vc"] == vc, "simulated_s"].median()),
+             "ks": ks_distance(part.loc[part["vc"] == vc, "real_s"], part.loc[part["vc"] == vc, "simulated_s"])}
+            for vc in vcs]
+    return pd.DataFrame(rows).set_index("vc")
+
+
+def log_median_error(table: pd.DataFrame, floor_s: float = 1.0) -> float:
+    """Mean over buckets of |ln(replay median / real median)| (medians floored at ``floor_s``)."""
+    s = np.maximum(table["simulated_median_s"].to_numpy(float), floor_s)
+    r = np.maximum(table["real_median_s"].to_numpy(float), floor_s)
+    return float(np.mean(np.abs(np.log(s / r))))
+
+
+def allocated_share(result, span: tuple) -> float:
+    """Replay's mean share of GPUs allocated in ``span``."""
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    inside = (times >= span[0]) & (times < span[1])
+    return float((ts["allocated_gpus"].to_numpy()[inside] / result.topology.total_gpus).mean())
+
+
+def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
+    """Replay's allocated GPU share in ``span`` beside the real share of GPU-minutes at 0% utilization.
+
+    A GPU with no job shows 0%, so 1 - (real share at 0%) bounds the real
+    allocated share from above; allocated GPUs can also idle, so it is a bound,
+    not a value.
+    """
+    allocated = allocated_share(result, span)
+    at_zero = cdf.loc[cdf["gpu_util_percent"] <= 0.0, "cdf_percent"]
+    zero_share = float(at_zero.max() / 100.0) if len(at_zero) else 0.0
+    return {"simulated_allocated_share": allocated, "real_gpu_minutes_at_0pct": zero_share,
+            "real_allocated_share_upper_bound": 1.0 - zero_share}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    occupancy_mae_pp: float
+    log_median_error: float
+    objective: float
+
+
+def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
+             delay_weight: float = 10.0) -> Evaluation:
+    """The calibration objective on one span: occupancy MAE (pp) + ``delay_weight`` x log median error."""
+    mae = mae_points(simulated_occupancy(rep.result), real_occupancy(occupancy), span)
+    err = log_median_error(delay_table(paired_delays(rep, real_waits), span))
+    return Evaluation(mae, err, mae + delay_weight * err)
+
+
+def objective(evaluation: Evaluation) -> float:
+    return evaluation.objective
+
+
+# --------------------------------------------------------------------------- search
+
+DEFAULT_GRID = {   # visited in this order: the scheduler latency first, as it shifts every wait
+    "latency_s": (0.0, 15.0, 60.0, 120.0),
+    "relax_after_s": (60.0, 180.0, 600.0),
+    "lending": (True, False),
+    "unknown_vc_quota": ("none", "demand"),
+    "rack_size": (16, 32),
+    "placement": ("most_free", "best_fit"),
+}
+
+
+def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
+              real_waits: pd.DataFrame, fit_span: tuple, grid: dict | None = None,
+              start: ReplayParams = ReplayParams(), rounds: int = 1, delay_weight: float = 10.0):
+    """Coordinate descent over ``grid`` on the fit span; returns ``(best params, trials table)``.
+
+    Axes are visited in the grid's order; on each, every value is tried with the
+    other parameters at their current best, and the best value kept (ties keep
+    the earlier value). Simulations already run are reused. Deterministic.
+    """
+    grid = grid or DEFAULT_GRID
+    unknown = set(grid) - set(asdict(start))
+    if unknown:
+        raise ValueError(f"calibrate: grid axes {sorted(unknown)} are not ReplayParams fields")
+    seen: dict = {}
+    rows = []
+
+    def score(params: ReplayParams) -> float:
+        if params not in seen:
+            rep = run_replay(replay, machines, vc_table, params)
+            ev = evaluate(rep, occupancy, real_waits, fit_span, delay_weight)
+            seen[params] = ev.objective
+            rows.append({**asdict(params), "occupancy_mae_pp": ev.occupancy_mae_pp,
+                         "log_median_error": ev.log_median_error, "objective": ev.objective,
+                         "wall_s": rep.result.summary["wall_s"]})
+        return seen[params]
+
+    best = start
+    best_score = score(best)
+    for _ in range(rounds):
+        for axis, values in grid.items():
+            for value in values:
+                candidate = replace(best, **{axis: value})
+                s = score(candidate)
+                if s < best_score - 1e-12:
+                    best, best_score = candidate, s
+    return best, pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- validation and ablation
+
+
+def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
+                     gpu_util_cdf: pd.DataFrame | None = None, top_vcs: int = 5,
+                     complete_until: pd.Timestamp | None = None) -> dict:
+    """Every validation figure on ``span``: occupancy MAE, delays per bucket, KS per VC, GPU allocation.
+
+    ``complete_until``: the job set's completeness horizon
+    (:func:`.jobsets.completeness_horizon`); the occupancy MAE is also given on
+    the part of ``span`` before it (``occupancy_mae_pp_complete``).
+    """
+    sim_occ, real_occ = simulated_occupancy(rep.result), real_occupancy(occupancy)
+    pairs = paired_delays(rep, real_waits)
+    delays = delay_table(pairs, span)
+    ks = vc_ks(pairs, span, top_vcs)
+    complete = span if complete_until is None else (span[0], min(span[1], complete_until))
+    out = {"occupancy_mae_pp": mae_points(sim_occ, real_occ, span),
+           "occupancy_mae_pp_complete": mae_points(sim_occ, real_occ, complete), "delays": delays, "vc_ks": ks,
+           "max_median_ratio": float(np.max(np.maximum(delays["median_ratio"], 1.0 / delays["median_ratio"]))),
+           "max_ks": float(ks["ks"].max()), "log_median_error": log_median_error(delays)}
+    if gpu_util_cdf is not None:
+        out["allocation"] = allocation_vs_idle_gpus(rep.result, gpu_util_cdf, span)
+    return out
+
+
+def ablation_variants(best: ReplayParams) -> dict:
+    """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's)."""
+    return {
+        ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
+        "no locality (no racks, no back-off)": replace(best, locality="any"),
+        "no VC quotas": replace(best, quotas=False),
+        "no scheduler latency": replace(best, latency_s=0.0),
+    }
+
+
+def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
+             real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
+             done: dict | None = None, complete_until: pd.Timestamp | None = None) -> tuple[pd.DataFrame, dict]:
+    """Held-out figures of each variant: ``{name: (ReplayWorkload, ReplayParams)}`` -> (table, replays).
+
+    ``done``: ``{name: Replay}`` already simulated (measured first, not rerun).
+
+    Table columns: occupancy MAE (pp; also before ``complete_until``), median ratio (replay / real) and p90 per
+    size bucket, the largest median ratio (either way), the largest KS of the
+    ``top_vcs`` VCs, and the replay's allocated GPU share.
+    """
+    rows, replays = [], {}
+    runs = [(name, rep) for name, rep in (done or {}).items()] + list(variants.items())
+    for name, item in runs:
+        rep = item if isinstance(item, Replay) else run_replay(item[0], machines, vc_table, item[1])
+        workload = rep.replay
+        figures = held_out_figures(rep, occupancy, real_waits, span, top_vcs=top_vcs, complete_until=complete_until)
+        replays[name] = rep
+        row = {"variant": name, "jobs": len(workload.workload), "occupancy_mae_pp": figures["occupancy_mae_pp"],
+               "occupancy_mae_pp_complete": figures["occupancy_mae_pp_complete"]}
+        for bucket, r in figures["delays"].iterrows():
+            row[f"median_ratio_{bucket}"] = r["median_ratio"]
+            row[f"simulated_p90_s_{bucket}"] = r["simulated_p90_s"]
+        row["max_median_ratio"] = figures["max_median_ratio"]
+        row["max_ks_top_vcs"] = figures["max_ks"]
+        row["allocated_gpu_share"] = allocated_share(rep.result, span)
+        row["wall_s"] = rep.result.summary["wall_s"]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("variant"), replays

@@ -1,0 +1,215 @@
+"""The simulator-validation helpers on constructed cases with known answers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dlcluster.sim.workload import Workload
+from dlcluster.trace import load_trace
+from dlcluster.trace.times import to_local_naive
+from dlcluster.validation import calibrate as vc
+from dlcluster.validation import jobsets as js
+from dlcluster.validation import workload as vw
+
+
+def test_best_hour_shift_finds_a_known_shift():
+    rng = np.random.default_rng(1)
+    base = rng.poisson(5, 900)
+    other = np.concatenate([rng.poisson(5, 37), base])  # other[h + 37] == base[h]
+    shift, corr = js.best_hour_shift(base, other, min_overlap_h=500)
+    assert shift == 37 and corr == pytest.approx(1.0)
+
+
+def _constructed_sets(n=3000, seed=2):
+    """Reference jobs with calendar times across the DST change, and the same jobs as wall-clock offsets."""
+    rng = np.random.default_rng(seed)
+    begin = pd.Timestamp("2017-10-01 00:00", tz="UTC")
+    submit = begin + pd.to_timedelta(np.sort(rng.uniform(0, 50 * 86400, n)).round(), unit="s")
+    gpus = rng.choice([1, 2, 4, 8], n)
+    duration = rng.integers(60, 10**6, n).astype(float)
+    origin_local = pd.Timestamp("2017-09-20 03:00:00")
+    # the offset set also has jobs of its own before the reference begins
+    early = pd.Series(origin_local + pd.to_timedelta(np.sort(rng.uniform(0, 10 * 86400, 400)).round(), unit="s"))
+    local = pd.concat([early, to_local_naive(pd.Series(submit))], ignore_index=True)
+    offsets = (local - origin_local).dt.total_seconds().to_numpy()
+    all_gpus = np.concatenate([rng.choice([1, 2], 400), gpus])
+    all_duration = np.concatenate([rng.integers(60, 10**6, 400).astype(float), duration])
+    return submit, gpus, duration, origin_local, offsets, all_gpus, all_duration
+
+
+def test_align_offsets_recovers_origin_and_wallclock_offsets():
+    submit, gpus, duration, origin_local, offsets, o_gpus, o_duration = _constructed_sets()
+    al = js.align_offsets(offsets, o_gpus, o_duration, pd.Series(submit), gpus, duration)
+    assert al.origin_local == origin_local
+    assert al.supporting_pairs == len(submit)
+    assert al.utc_mode_before_dst_s == 0 and al.utc_mode_after_dst_s == 3600
+    assert al.offsets_are_wallclock
+    back = js.offsets_to_utc(offsets[400:], al.origin_local).reset_index(drop=True)
+    truth = pd.Series(submit).reset_index(drop=True)
+    # only wall-clock times of the repeated hour (01:00-02:00 PST on 2017-11-05) come back an hour early (read as PDT)
+    off = back != truth
+    repeated = (truth >= pd.Timestamp("2017-11-05 09:00", tz="UTC")) & (truth < pd.Timestamp("2017-11-05 10:00", tz="UTC"))
+    assert (off == repeated).all() and ((truth - back)[off] == pd.Timedelta(hours=1)).all()
+
+
+def test_offsets_to_utc_across_dst():
+    utc = js.offsets_to_utc([0.0, 86400.0], pd.Timestamp("2017-11-04 12:00:00"))
+    assert list(utc) == [pd.Timestamp("2017-11-04 19:00", tz="UTC"), pd.Timestamp("2017-11-05 20:00", tz="UTC")]
+
+
+def test_match_exact_is_one_to_one_with_ties_in_duration_order():
+    t = pd.Series(pd.to_datetime(["2017-10-01 00:00:00", "2017-10-01 00:00:00", "2017-10-01 00:00:05"], utc=True))
+    left = vw.match_exact(t, [1, 1, 2], [50.0, 10.0, 7.0], t[[1, 0, 2]].reset_index(drop=True),
+                          [1, 1, 4], [11.0, 49.0, 7.0])
+    # the two 1-GPU jobs of the same second pair by duration rank; the 2-GPU job has no partner
+    assert list(left) == [1, 0, -1]
+
+
+def test_match_nearest_tolerance():
+    a = pd.Series(pd.to_datetime(["2017-10-01 00:00:00", "2017-10-01 01:00:00"], utc=True))
+    b = pd.Series(pd.to_datetime(["2017-10-01 00:00:01", "2017-10-01 01:00:05"], utc=True))
+    assert list(js.match_nearest(a, [2, 2], b, [2, 2], tolerance_s=1.0)) == [0, -1]
+
+
+def test_draw_vcs_is_deterministic_and_respects_size_buckets():
+    ref_vc = ["a"] * 50 + ["b"] * 50
+    ref_gpus = [1] * 50 + [8] * 50
+    gpus = np.array([1] * 30 + [8] * 30)
+    one = vw.draw_vcs(gpus, ref_vc, ref_gpus, seed=7)
+    assert list(one) == list(vw.draw_vcs(gpus, ref_vc, ref_gpus, seed=7))
+    assert set(one[:30]) == {"a"} and set(one[30:]) == {"b"}
+
+
+def test_warm_start_mask():
+    arrival = np.array([0.0, 50.0, 90.0, 100.0, 150.0])
+    service = np.array([200.0, 10.0, 5.0, 1.0, 1.0])
+    # measured from t=100 with 20 s of warm-up: job 0 still runs at 100, job 2 is inside the warm-up
+    assert list(vw.warm_start_mask(arrival, service, 100.0, 20.0)) == [True, False, True, True, True]
+    assert list(vw.warm_start_mask(arrival, service, 100.0, 0)) == [False, False, False, True, True]
+    assert vw.warm_start_mask(arrival, service, 100.0, None).all()
+
+
+def test_workload_from_raw_job_log(raw_small):
+    w, excluded = vw.workload_from_job_log(load_trace(raw_small))
+    assert list(w.jobid) == ["application_1_0001", "application_1_0002", "application_1_0006"]
+    # service = last end - first start: the failed job's two attempts and the gap between them
+    assert list(w.service_s) == [3600.0, 3300.0, 9000.0]
+    assert list(w.num_gpus) == [4, 1, 1] and list(w.vc) == ["vc1", "vc1", "vc1"]
+    assert excluded == {"never started (no attempt start or end)": 1,
+                        "start or end unknown (e.g. still running at the trace's end)": 2}
+
+
+def test_dre_first_waits_use_the_matched_duration():
+    epoch = pd.Timestamp("2017-10-01", tz="UTC")
+    w = Workload(jobid=np.array(["r0", "r1"], dtype=object), vc=np.array(["a", "a"], dtype=object),
+                 user=np.array([None, None], dtype=object), arrival_s=np.array([0.0, 0.0]),
+                 num_gpus=np.array([2, 4]), service_s=np.array([1000.0, 500.0]), epoch=epoch)
+    rep = vw.ReplayWorkload(w, np.array(["dre record"] * 2, dtype=object), np.array(["d0", "d1"], dtype=object),
+                            epoch)
+    dre = pd.DataFrame({"jobid": ["d0", "d1", "d2"], "vc": ["a", "a", "b"], "num_gpus": [2, 4, 8],
+                        "submitted": [epoch] * 3,
+                        "last_end": [epoch + pd.Timedelta(seconds=1100), epoch + pd.Timedelta(seconds=400),
+                                     epoch + pd.Timedelta(seconds=50)],
+                        "queueing_delay_s": [600.0, 0.0, 0.0]})
+    table, excluded = vw.dre_first_waits(rep, dre)
+    # d0: first start = 1100 - 1000 = 100 s after submit (DRE recorded 600 s: its last attempt)
+    assert list(table["first_wait_s"]) == [100.0] and list(table["recorded_wait_s"]) == [600.0]
+    assert excluded == {"no matching job in the replay workload": 1, "first start before submit (inconsistent)": 1}
+
+
+def test_gpu_seconds_per_day():
+    days = pd.date_range("2017-10-01", periods=2, freq="D", tz="UTC")
+    submit = pd.Series(pd.to_datetime(["2017-10-01 12:00", "2017-10-02 00:00"], utc=True))
+    out = js.gpu_seconds_per_day(submit, [2, 1], [86400.0, 3600.0], days)
+    assert list(out) == [2 * 43200.0, 2 * 43200.0 + 3600.0]
+
+
+def test_mae_points_and_ks_on_hand_made_series():
+    idx = pd.date_range("2017-10-01", periods=3, freq="h", tz="UTC")
+    sim = pd.Series([0.5, 0.6, 0.9], index=idx)
+    real = pd.Series([0.4, 0.8, 0.9], index=idx)
+    assert vc.mae_points(sim, real) == pytest.approx(10.0)
+    assert vc.mae_points(sim, real, (idx[0], idx[2])) == pytest.approx(15.0)
+    assert vc.ks_distance([1, 2, 3], [4, 5, 6]) == 1.0
+    assert vc.ks_distance([1, 2, 3, 4], [1, 2, 3, 4]) == 0.0
+    assert vc.ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
+
+
+def test_real_occupancy_leaves_out_monitoring_gaps():
+    t = pd.date_range("2017-10-01", periods=4, freq="min", tz="UTC")
+    occ = pd.DataFrame({"time": t, "active": [10, 0, 20, 30], "total": [40, 40, 40, 40]})
+    out = vc.real_occupancy(occ, "1h")
+    assert list(out) == [pytest.approx(0.5)]
+    assert int(vc.monitoring_gaps(occ).sum()) == 1
+
+
+def test_log_median_error_and_quota_completion():
+    table = pd.DataFrame({"simulated_median_s": [200.0, 0.0], "real_median_s": [100.0, 1.0]})
+    assert vc.log_median_error(table) == pytest.approx(np.log(2) / 2)
+    w = Workload(jobid=np.array(["j0", "j1", "j2"], dtype=object), vc=np.array(["a", "x", "y"], dtype=object),
+                 user=np.array([None] * 3, dtype=object), arrival_s=np.zeros(3), num_gpus=np.array([1, 1, 3]),
+                 service_s=np.array([10.0, 10.0, 10.0]), epoch=pd.Timestamp("2017-10-01", tz="UTC"))
+    table = pd.DataFrame({"vc": ["a"], "gpus": [8]})
+    assert vc.vc_quotas(table, w, 16, "none") == {"a": 8}
+    # 8 GPUs left over, shared 1:3 by GPU-seconds
+    assert vc.vc_quotas(table, w, 16, "demand") == {"a": 8, "x": 2, "y": 6}
+
+
+def test_spans_split_the_occupancy_data():
+    t = pd.date_range("2017-10-01", periods=10 * 1440, freq="min", tz="UTC")
+    occ = pd.DataFrame({"time": t, "active": 1, "total": 2})
+    s = vc.spans(occ, 7)
+    assert s["fit"] == (t[0], t[0] + pd.Timedelta(days=7)) and s["held_out"][0] == s["fit"][1]
+    with pytest.raises(ValueError, match="no held-out span"):
+        vc.spans(occ, 12)
+
+
+@pytest.fixture(scope="module")
+def rfold_alignment(public_trace):
+    rf, pol = public_trace.rfold_jobs, public_trace.jobs_of("pollux")
+    return js.align_offsets(rf["arrival_offset_s"], rf["num_gpus"], rf["duration_s"],
+                            pol["submitted"], pol["num_gpus"], pol["run_time_s"])
+
+
+def test_rfold_alignment_on_the_real_sets(rfold_alignment):
+    # RFold's offset 0 is 2017-08-14 23:27:00 Pacific wall-clock: offsets were taken from the job log's local times
+    assert rfold_alignment.origin_local == pd.Timestamp("2017-08-14 23:27:00")
+    assert rfold_alignment.offsets_are_wallclock and rfold_alignment.supporting_pairs > 70000
+
+
+def test_replay_workload_vcs_are_labelled_and_deterministic(public_trace, rfold_alignment):
+    one = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=0)
+    again = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=0)
+    other = vw.rfold_replay_workload(public_trace, rfold_alignment, seed=1)
+    assert len(one.workload) == 111549
+    assert (one.workload.vc == again.workload.vc).all()
+    drawn = one.vc_source == "drawn"
+    # another seed changes only drawn VCs
+    assert (one.workload.vc[~drawn] == other.workload.vc[~drawn]).all()
+    assert (one.workload.vc[drawn] != other.workload.vc[drawn]).any()
+    # a job with a DRE record carries that record's VC; every Pollux job is matched once
+    dre = public_trace.jobs_of("dre").set_index("jobid")
+    rec = one.vc_source == "dre record"
+    assert (one.workload.vc[rec] == dre.loc[one.dre_jobid[rec].astype(str), "vc"].to_numpy()).all()
+    assert one.info["pollux_jobs_matched"] == 82247
+    assert one.info["dre_records_matched"] > 5800
+
+
+def test_cold_start_keeps_nothing_from_before_the_measurement(public_trace, rfold_alignment):
+    cold = vw.rfold_replay_workload(public_trace, rfold_alignment, warmup_days=0)
+    start_s = (cold.measure_start - cold.workload.epoch) / pd.Timedelta(seconds=1)
+    assert cold.measure_start == public_trace.occupancy["time"].min()
+    assert (cold.workload.arrival_s >= start_s).all()
+    warm = vw.rfold_replay_workload(public_trace, rfold_alignment, warmup_days=7)
+    early = warm.workload.arrival_s < start_s - 7 * 86400
+    # jobs from before the warm-up are kept only when still running at the measurement start
+    assert early.any() and (warm.workload.arrival_s[early] + warm.workload.service_s[early] > start_s).all()
+
+
+def test_missing_at_end_share_on_two_jobs():
+    t0 = pd.Timestamp("2017-10-01", tz="UTC")
+    submit = pd.Series([t0, t0])
+    # a 2-GPU job of 10 days and a 1-GPU job of 1 day, looked at half a day in
+    share = js.missing_at_end_share(submit, [2, 1], [10 * 86400.0, 86400.0], [t0 + pd.Timedelta(hours=12)],
+                                    [0, 1, 10])
+    assert list(share) == [1.0, pytest.approx(2 / 3), 0.0]

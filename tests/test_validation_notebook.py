@@ -1,0 +1,41 @@
+"""notebooks/05-simulator-validation.ipynb runs with params/ci.yaml (a shorter replay) and writes sane results."""
+
+import math
+
+import pytest
+
+
+@pytest.mark.notebook
+def test_validation_notebook_results(ci_notebook):
+    doc = ci_notebook("05-simulator-validation")
+    r = doc["results"]
+    # the job-set evidence does not depend on the parameters: Pollux holds passed jobs, RFold both statuses
+    assert r["jobsets.dre_found.Pollux.Pass"] > 0.9 and r["jobsets.dre_found.Pollux.Failed"] < 0.05
+    assert r["jobsets.dre_found.RFold.Pass"] > 0.99 and r["jobsets.dre_found.RFold.Failed"] > 0.99
+    assert r["alignment.offsets_are_wallclock"] is True
+    assert r["alignment.origin_local"] == "2017-08-14 23:27:00"
+    assert r["jobsets.pollux_in_rfold"] == 1.0
+    assert r["demand.mean.RFold_gpu_share"] > 3 * r["demand.mean.Pollux_gpu_share"]
+    # the workload: every VC source counted, shares add up
+    shares = [r[f"workload.vc_source.{s}"] for s in ("dre_record", "pollux_match", "drawn")]
+    assert math.isclose(sum(shares), 1.0) and all(s > 0 for s in shares)
+    # calibration ran the grid of params/ci.yaml (latency 0 and 60 s) and picked one of its values
+    assert r["calibration.simulations"] == 2 and r["calibrated.latency_s"] in (0, 60)
+    # held-out figures exist, are finite and within their ranges
+    assert 0 <= r["heldout.occupancy_mae_pp"] <= 100
+    for bucket in ("2-4", "5-8", ">8"):
+        assert r[f"heldout.delay.{bucket}.real_median_s"] <= r[f"heldout.delay.{bucket}.real_p90_s"]
+        assert 0 <= r[f"heldout.delay.{bucket}.ks_statistic"] <= 1
+    ks = [v for k, v in r.items() if k.startswith("heldout.ks.")]
+    assert len(ks) == 5 and max(ks) == r["heldout.max_ks"]
+    assert r["heldout.gap_minutes"] == 1131
+    # the ablation rows asked for in params/ci.yaml, beside the calibrated replay
+    for key in ("calibrated", "cold_start", "Pollux_workload"):
+        assert 0 <= r[f"ablation.{key}.occupancy_mae_pp"] <= 100
+    assert r["ablation.calibrated.occupancy_mae_pp"] == r["heldout.occupancy_mae_pp"]
+    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "occupancy_replay_vs_real",
+                                                  "fig3_vc_cdfs_replay_vs_real"}
+    assert all(f["data"] for f in doc["figures"])
+    assert any("SIMULATED" in f["data"] for f in doc["figures"])
+    assert {c["key"] for c in doc["comparisons"]} >= {"failures.unsuccessful_jobs_pct",
+                                                      "failures.unsuccessful_gpu_time_pct"}
