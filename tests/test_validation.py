@@ -213,3 +213,54 @@ def test_missing_at_end_share_on_two_jobs():
     share = js.missing_at_end_share(submit, [2, 1], [10 * 86400.0, 86400.0], [t0 + pd.Timedelta(hours=12)],
                                     [0, 1, 10])
     assert list(share) == [1.0, pytest.approx(2 / 3), 0.0]
+
+
+def test_scheduler_latency_median_spread_and_determinism():
+    assert vc.scheduler_latency(vc.ReplayParams(), 3).tolist() == [0.0, 0.0, 0.0]
+    assert vc.scheduler_latency(vc.ReplayParams(latency_s=60.0), 2).tolist() == [60.0, 60.0]
+    spread = vc.ReplayParams(latency_s=60.0, latency_spread=2.0)
+    draws = vc.scheduler_latency(spread, 20001, seed=3)
+    assert np.array_equal(draws, vc.scheduler_latency(spread, 20001, seed=3))
+    assert np.median(draws) == pytest.approx(60.0, rel=0.05)
+    # sigma 2: the 84th percentile sits e^2 above the median
+    assert np.quantile(draws, 0.8413) / np.median(draws) == pytest.approx(np.exp(2.0), rel=0.1)
+
+
+def _two_job_replay(params):
+    """Two 8-GPU jobs on one 8-GPU server: the second waits for the first (1000 s of service)."""
+    epoch = pd.Timestamp("2017-10-01", tz="UTC")
+    w = Workload(jobid=np.array(["r0", "r1"], dtype=object), vc=np.array(["a", "a"], dtype=object),
+                 user=np.array([None, None], dtype=object), arrival_s=np.array([0.0, 10.0]),
+                 num_gpus=np.array([8, 8]), service_s=np.array([1000.0, 1000.0]), epoch=epoch)
+    rep = vw.ReplayWorkload(w, np.array(["dre record"] * 2, dtype=object), np.array(["d0", "d1"], dtype=object),
+                            epoch)
+    machines = pd.DataFrame({"machine": ["m0"], "num_gpus": [8]})
+    quotas = pd.DataFrame({"vc": ["a"], "nodes": [1], "gpus": [8]})
+    return vc.run_replay(rep, machines, quotas, params)
+
+
+def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_other():
+    from dlcluster.validation import scorecard
+    replay = _two_job_replay(vc.ReplayParams(latency_s=30.0))
+    jobs = replay.result.jobs
+    # r0 enters the queue at 30 s and starts at once; r1 enters at 40 s and waits until r0 ends (1030 s)
+    assert jobs["queueing_delay_s"].tolist() == [0.0, 990.0]
+    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"], "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
+                         "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [30.0, 1020.0]})
+    pairs = vc.paired_delays(replay, real)
+    assert pairs["simulated_s"].tolist() == [30.0, 1020.0]
+    table = scorecard.replay_table2(replay)
+    row = table.loc["5-8"]
+    assert row["wait_h"] == pytest.approx((30 + 1020) / 3600)
+    # r1's 990 s are fair-share or fragmentation (the server is busy), both jobs' 30 s latency is "other"
+    assert row["other_share"] == pytest.approx(60 / 1050)
+    assert row["fair_share_share"] + row["fragmentation_share"] == pytest.approx(990 / 1050)
+
+
+def test_scorecard_marks_each_target():
+    from dlcluster.validation import scorecard
+    card = scorecard.scorecard({"occupancy_mae_pp": 4.0, "occupancy_mae_pp_complete": 3.0,
+                                "max_median_ratio": 2.0, "max_ks": float("nan")})
+    assert card["met"].tolist() == [True, True, False, False]
+    text = scorecard.scorecard_text(card)
+    assert text.startswith("2 of 4 validation targets met") and "2.00 (target 1.5)" in text

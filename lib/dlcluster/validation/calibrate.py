@@ -2,7 +2,8 @@
 
 Unknown parameters (:class:`ReplayParams`): the quotas of the VCs missing from
 the public node counts, whether VCs may borrow idle GPUs (lending), the relax
-timeout of Philly's locality back-off, the rack size, the placement strategy.
+timeout of Philly's locality back-off, the rack size, the placement strategy,
+and the scheduler latency (its median and spread).
 
 The fit looks only at the *fit span* (the first ``fit_days`` of the real
 occupancy data); the *held-out span* is the rest. The objective on the fit span
@@ -10,7 +11,8 @@ occupancy data); the *held-out span* is the rest. The objective on the fit span
 ``delay_weight`` x the mean absolute log-ratio of the replay's and the real
 median queueing delay per size bucket (2-4, 5-8, >8 GPUs; the DRE complete
 records submitted in the fit span, compared job for job with the same jobs in
-the replay). The search is coordinate descent over a small grid (deterministic).
+the replay) plus ``delay_weight`` x the mean KS distance of the two delay
+distributions per bucket (so the whole distribution is fitted, not only its middle). The search is coordinate descent over a small grid (deterministic).
 
 Figures each beside the real value: occupancy MAE (servers with a job, share
 of servers, hourly), queueing-delay median and p90 per size bucket, per-VC delay
@@ -48,13 +50,14 @@ class ReplayParams:
     policy: str = "philly"
     locality: str = "relax"          # Philly policy: "relax" (back-off, then loosen), "any" (no locality)
     quotas: bool = True              # False: no VC limits at all
-    latency_s: float = 0.0           # scheduler latency: a job enters the queue this long after its submit
+    latency_s: float = 0.0           # scheduler latency: a job enters the queue this long after its submit (median)
+    latency_spread: float = 0.0      # its spread: sigma of a lognormal around latency_s (0: the same for every job)
 
     def label(self) -> str:
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={'on' if self.lending else 'off'}, locality={self.locality}, "
                 f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
-                f"latency={self.latency_s:g}s, policy={self.policy}")
+                f"latency={self.latency_s:g}s (spread {self.latency_spread:g}), policy={self.policy}")
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -85,6 +88,22 @@ class Replay:
     params: ReplayParams
     quotas: dict
     replay: ReplayWorkload
+    latency_s: np.ndarray            # each job's scheduler latency, in workload order
+
+
+def scheduler_latency(params: ReplayParams, n_jobs: int, seed: int = 0) -> np.ndarray:
+    """Each job's scheduler latency: ``latency_s`` x a lognormal factor of median 1 and sigma ``latency_spread``.
+
+    Real jobs wait between submit and start even on an idle cluster (launch,
+    image and data staging), and not all equally long; the spread is
+    calibrated like the median. Seeded, so a replay is deterministic.
+    """
+    if params.latency_s <= 0:
+        return np.zeros(n_jobs)
+    if params.latency_spread <= 0:
+        return np.full(n_jobs, float(params.latency_s))
+    z = np.random.default_rng([seed, 7919]).standard_normal(n_jobs)
+    return float(params.latency_s) * np.exp(float(params.latency_spread) * z)
 
 
 def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
@@ -93,8 +112,8 @@ def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Data
 
     The service times are the real jobs' durations, which already contain
     whatever slowdown their placement caused, so no slowdown model is applied.
-    ``params.latency_s`` delays each job's entry into the queue (the time
-    Philly's scheduler and launcher take before a job can be placed, an
+    Each job enters the queue :func:`scheduler_latency` after its submit (the
+    time Philly's scheduler and launcher take before a job can be placed, an
     unknown); the job's wait is still counted from its real submit time.
     """
     topology = topology_from_machines(machines, params.rack_size)
@@ -103,11 +122,12 @@ def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Data
     policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s) \
         if params.policy == "philly" else make_policy(params.policy)
     workload = replay.workload
+    latency = scheduler_latency(params, len(workload), seed)
     if params.latency_s:
-        workload = replace(workload, arrival_s=workload.arrival_s + float(params.latency_s))
+        workload = replace(workload, arrival_s=workload.arrival_s + latency)
     result = simulate(workload, topology, policy, quotas=quotas, lending=params.lending,
                       placement=params.placement, slowdown=None, seed=seed)
-    return Replay(result, params, quotas, replay)
+    return Replay(result, params, quotas, replay, latency)
 
 
 # --------------------------------------------------------------------------- measures
@@ -196,7 +216,7 @@ def paired_delays(rep: Replay, real_waits: pd.DataFrame, column: str = "first_wa
     delay = sim["queueing_delay_s"].to_numpy(float)[have]
     never = np.isnan(delay)
     censored = float(rep.result.summary["end_time_s"]) - sim["arrival_s"].to_numpy(float)[have]
-    delay = np.where(never, censored, delay + rep.params.latency_s)
+    delay = np.where(never, censored, delay + rep.latency_s[have])
     sim_delay = pd.DataFrame({"simulated_s": delay, "never_started": never}, index=ids[have].astype(str))
     real = real_waits.set_index("jobid")
     common = real.index.intersection(sim_delay.index)
@@ -270,15 +290,18 @@ def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
 class Evaluation:
     occupancy_mae_pp: float
     log_median_error: float
+    mean_ks: float
     objective: float
 
 
 def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
              delay_weight: float = 10.0) -> Evaluation:
-    """The calibration objective on one span: occupancy MAE (pp) + ``delay_weight`` x log median error."""
+    """The calibration objective on one span: occupancy MAE (pp) + ``delay_weight`` x (log median error + mean KS)."""
     mae = mae_points(simulated_occupancy(rep.result), real_occupancy(occupancy), span)
-    err = log_median_error(delay_table(paired_delays(rep, real_waits), span))
-    return Evaluation(mae, err, mae + delay_weight * err)
+    delays = delay_table(paired_delays(rep, real_waits), span)
+    err = log_median_error(delays)
+    ks = float(delays["ks_statistic"].mean())
+    return Evaluation(mae, err, ks, mae + delay_weight * (err + ks))
 
 
 def objective(evaluation: Evaluation) -> float:
@@ -289,7 +312,9 @@ def objective(evaluation: Evaluation) -> float:
 
 DEFAULT_GRID = {   # visited in this order: the scheduler latency first, as it shifts every wait
     "latency_s": (0.0, 15.0, 60.0, 120.0),
+    "latency_spread": (0.0, 1.0, 2.0, 3.0),
     "relax_after_s": (60.0, 180.0, 600.0),
+    "locality": ("relax", "any"),
     "lending": (True, False),
     "unknown_vc_quota": ("none", "demand"),
     "rack_size": (16, 32),
@@ -319,7 +344,7 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
             ev = evaluate(rep, occupancy, real_waits, fit_span, delay_weight)
             seen[params] = ev.objective
             rows.append({**asdict(params), "occupancy_mae_pp": ev.occupancy_mae_pp,
-                         "log_median_error": ev.log_median_error, "objective": ev.objective,
+                         "log_median_error": ev.log_median_error, "mean_ks": ev.mean_ks, "objective": ev.objective,
                          "wall_s": rep.result.summary["wall_s"]})
         return seen[params]
 
@@ -368,6 +393,7 @@ def ablation_variants(best: ReplayParams) -> dict:
         "no locality (no racks, no back-off)": replace(best, locality="any"),
         "no VC quotas": replace(best, quotas=False),
         "no scheduler latency": replace(best, latency_s=0.0),
+        "scheduler latency the same for every job": replace(best, latency_spread=0.0),
     }
 
 
