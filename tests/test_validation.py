@@ -264,3 +264,25 @@ def test_scorecard_marks_each_target():
     assert card["met"].tolist() == [True, True, False, False]
     text = scorecard.scorecard_text(card)
     assert text.startswith("2 of 4 validation targets met") and "2.00 (target 1.5)" in text
+
+
+def test_helios_complete_log_figures_are_the_published_ones():
+    from dlcluster.validation import peers
+    table = peers.helios_complete_log()
+    assert table.loc["all", ["fifo_jct_s", "fifo_queue_s", "sjf_jct_s", "sjf_queue_s"]].tolist() == [86072, 56531, 34272, 4731]
+    assert table.drop(index="all")["nodes"].sum() == table.loc["all", "nodes"] == 352
+
+
+def test_complete_log_comparison_on_a_two_job_workload():
+    from dlcluster.validation import peers
+    epoch = pd.Timestamp("2017-10-02 07:00", tz="UTC")
+    w = Workload(jobid=np.array(["a", "b", "c"], dtype=object), vc=np.array(["ed69ec", "ed69ec", "nope"], dtype=object),
+                 user=np.array([None] * 3, dtype=object), arrival_s=np.array([0.0, 10.0, 0.0]),
+                 num_gpus=np.array([64, 8, 1]), service_s=np.array([100.0, 50.0, 5.0]), epoch=epoch)
+    quotas = pd.DataFrame({"vc": ["ed69ec"], "nodes": [8], "gpus": [64]})
+    table, excluded = peers.complete_log_comparison(w, quotas, policies=("fifo",))
+    # ed69ec has 8 nodes: job b waits for job a (FIFO, whole cluster): queue 90 s, JCT 140 s
+    assert table.loc["ed69ec", "ours_fifo_queue_s"] == pytest.approx(45.0)
+    assert table.loc["ed69ec", "ours_fifo_jct_s"] == pytest.approx((100 + 140) / 2)
+    assert table.loc["ed69ec", "helios_fifo_queue_s"] == 28
+    assert excluded == {"VC without a node count (peer mode)": 1}

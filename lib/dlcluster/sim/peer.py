@@ -69,13 +69,18 @@ def peer_compatible(trace=None, window: tuple[str, str] | None = None) -> PeerIn
     if trace is None:
         from ..trace import load_trace
         trace = load_trace("public", with_util=False)
-    if trace.vc_quotas is None or "nodes" not in trace.vc_quotas.columns:
-        raise ValueError("trace has no vc_quotas table with a 'nodes' column (the Helios node counts)")
-    nodes = {str(v): int(n) for v, n in zip(trace.vc_quotas["vc"], trace.vc_quotas["nodes"])}
+    workload = workload_from_trace(trace, source="pollux" if trace.name == "public" else None)
+    return peer_inputs(workload, trace.vc_quotas, window)
+
+
+def peer_inputs(workload: Workload, vc_quotas: pd.DataFrame, window: tuple[str, str] | None = None) -> PeerInputs:
+    """Peer-compatible inputs from any workload: keep the jobs of VCs with a node count (and in ``window``)."""
+    if vc_quotas is None or "nodes" not in vc_quotas.columns:
+        raise ValueError("no vc_quotas table with a 'nodes' column (the Helios node counts)")
+    nodes = {str(v): int(n) for v, n in zip(vc_quotas["vc"], vc_quotas["nodes"])}
     bad = {v: n for v, n in nodes.items() if n < 1}
     if bad:
         raise ValueError(f"vc_quotas: node counts must be >= 1, got {bad}")
-    workload = workload_from_trace(trace, source="pollux" if trace.name == "public" else None)
     known = pd.Series(workload.vc).isin(list(nodes)).to_numpy()
     excluded = dict(workload.excluded)
     if (~known).any():
