@@ -34,7 +34,15 @@ def test_validation_notebook_results(ci_notebook):
         assert 0 <= r[f"ablation.{key}.occupancy_mae_pp"] <= 100
     assert r["ablation.calibrated.occupancy_mae_pp"] == r["heldout.occupancy_mae_pp"]
     assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "occupancy_replay_vs_real",
-                                                  "fig3_vc_cdfs_replay_vs_real"}
+                                                  "fig3_vc_cdfs_replay_vs_real", "table2_validated_replay",
+                                                  "peer_complete_log_per_vc"}
+    # Table 2 shares of the calibrated replay add up per bucket; the scorecard counts the targets met
+    for b in ("2-4", "5-8", "gt8"):
+        assert math.isclose(sum(r[f"table2.replay.{b}.{c}_share"] for c in ("fair_share", "fragmentation", "other")), 1.0)
+    assert 0 <= r["heldout.targets_met"] <= 4 and r["heldout.verdict"].startswith(f"{r['heldout.targets_met']} of 4")
+    # the workload in Helios's complete-log window: Helios's published means are the denominators
+    assert math.isclose(r["peer_complete_log.fifo.queue_s"] / r["peer_complete_log.fifo.queue_ratio"], 56531)
+    assert math.isclose(r["peer_complete_log.sjf.jct_s"] / r["peer_complete_log.sjf.jct_ratio"], 34272)
     assert all(f["data"] for f in doc["figures"])
     assert any("SIMULATED" in f["data"] for f in doc["figures"])
     assert {c["key"] for c in doc["comparisons"]} >= {"failures.unsuccessful_jobs_pct",
