@@ -19,6 +19,9 @@ HELDOUT_TARGET = 0.90
 # Measured once after each tuning round (README): round 1 50 of 61 right, round 2 53 of 61.
 # A rule change may not lose any of them.
 HELDOUT_CORRECT_MEASURED = 53
+# heldout2 measured once, with the rules of commit 79fcd69 untouched, after the set was committed (README, "heldout2").
+# Asserted exactly: any rule change that moves it must be noticed and explained (and the set has then been seen).
+HELDOUT2_CORRECT_MEASURED = 64
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -167,3 +170,21 @@ def test_heldout_accuracy_and_confusion_table(messages, capsys):
                                        "new held-out set collected after round 2 (data/failure_messages/README.md)")
 def test_heldout_accuracy_meets_target(messages):
     assert _heldout(messages).accuracy >= HELDOUT_TARGET
+
+
+def test_heldout2_measured_once_confusion_table(messages, capsys):
+    ev = evaluate_classifier(messages[messages["split"] == "heldout2"])
+    n, correct = len(ev.results), int(ev.results["correct"].sum())
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout2 (new threads, labelled blind, evaluated once): "
+              f"{correct} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table:")
+        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
+    assert n == HELDOUT2_SIZE
+    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == correct
+    assert correct == HELDOUT2_CORRECT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="heldout2 accuracy measured once with the rules untouched is 67.4% (64/95), "
+                                       "below the 0.90 target (data/failure_messages/README.md, 'heldout2')")
+def test_heldout2_accuracy_meets_target(messages):
+    assert evaluate_classifier(messages[messages["split"] == "heldout2"]).accuracy >= HELDOUT_TARGET
