@@ -19,12 +19,20 @@ HELDOUT_TARGET = 0.90
 # Measured once after each tuning round (README): round 1 50 of 61 right, round 2 53 of 61.
 # A rule change may not lose any of them.
 HELDOUT_CORRECT_MEASURED = 53
+# heldout2 measured once, with the rules of commit 79fcd69 untouched, after the set was committed (README, "heldout2").
+# Asserted exactly: any rule change that moves it must be noticed and explained (and the set has then been seen).
+HELDOUT2_CORRECT_MEASURED = 64
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
 # (branch failwild). Round 2 added messages to the tuning half only; this digest proves it left these alone.
 HELDOUT_SIZE = 61
 HELDOUT_SHA256 = "65acecea61970b1a0ba6beb1601eca63bd166788d013da4f5282812b384b6cda"
+
+# The second held-out set (issue 12, branch heldout2): 95 messages from 95 threads none of the other splits used,
+# hand-labelled and committed before the classifier first saw them. sha256 of its entries as committed then.
+HELDOUT2_SIZE = 95
+HELDOUT2_SHA256 = "bad7c2fd4f2e1e8d0bf5501d05a101dbb76dabcb2b25f038b711ebcdfae5f934"
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +45,16 @@ def _digest(entries: pd.DataFrame) -> str:
     return hashlib.sha256(json.dumps(records, ensure_ascii=False).encode()).hexdigest()
 
 
-def test_frozen_half_is_unchanged_since_the_split(messages):
-    frozen = messages[messages["split"] == "heldout"]
-    assert len(frozen) == HELDOUT_SIZE
-    assert _digest(frozen) == HELDOUT_SHA256
+@pytest.mark.parametrize("split, size, sha256", [("heldout", HELDOUT_SIZE, HELDOUT_SHA256),
+                                                  ("heldout2", HELDOUT2_SIZE, HELDOUT2_SHA256)])
+def test_frozen_held_out_sets_are_unchanged(messages, split, size, sha256):
+    frozen = messages[messages["split"] == split]
+    assert len(frozen) == size
+    assert _digest(frozen) == sha256
     # the digest sees every field: changing one character of one entry changes it
     touched = frozen.copy()
     touched.iloc[0, touched.columns.get_loc("note")] += "."
-    assert _digest(touched) != HELDOUT_SHA256
+    assert _digest(touched) != sha256
 
 
 def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(messages):
@@ -59,10 +69,12 @@ def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(mes
         assert 1 <= len(row.text.splitlines()) <= 5, f"{row.id}: quote only the error lines"
     assert (messages.groupby("source_url")["split"].nunique() == 1).all()
     sizes = messages["split"].value_counts()
-    # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only
-    assert (sizes["tuning"], sizes["heldout"]) == (145, HELDOUT_SIZE)
-    # every reason with two or more messages is in both halves
-    per_reason = messages.groupby("reason")["split"].agg(["size", "nunique"])
+    # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only;
+    # heldout2 is a separate set from new threads
+    assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"]) == (145, HELDOUT_SIZE, HELDOUT2_SIZE)
+    # every reason with two or more messages is in both halves of the round-1 split
+    halves = messages[messages["split"].isin(["tuning", "heldout"])]
+    per_reason = halves.groupby("reason")["split"].agg(["size", "nunique"])
     assert (per_reason.loc[per_reason["size"] >= 2, "nunique"] == 2).all()
     # the paper's failure reasons as they occur in the wild: all of them are represented
     assert set(rules.reasons) <= set(messages["reason"])
@@ -89,7 +101,7 @@ GOOD = """\
 @pytest.mark.parametrize("change, message", [
     (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
     (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
-    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout'\]"),
+    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2'\]"),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])
@@ -158,3 +170,21 @@ def test_heldout_accuracy_and_confusion_table(messages, capsys):
                                        "new held-out set collected after round 2 (data/failure_messages/README.md)")
 def test_heldout_accuracy_meets_target(messages):
     assert _heldout(messages).accuracy >= HELDOUT_TARGET
+
+
+def test_heldout2_measured_once_confusion_table(messages, capsys):
+    ev = evaluate_classifier(messages[messages["split"] == "heldout2"])
+    n, correct = len(ev.results), int(ev.results["correct"].sum())
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout2 (new threads, labelled blind, evaluated once): "
+              f"{correct} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table:")
+        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
+    assert n == HELDOUT2_SIZE
+    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == correct
+    assert correct == HELDOUT2_CORRECT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="heldout2 accuracy measured once with the rules untouched is 67.4% (64/95), "
+                                       "below the 0.90 target (data/failure_messages/README.md, 'heldout2')")
+def test_heldout2_accuracy_meets_target(messages):
+    assert evaluate_classifier(messages[messages["split"] == "heldout2"]).accuracy >= HELDOUT_TARGET

@@ -31,6 +31,9 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     assert r["messages.count"] == len(messages)
     assert r["messages.heldout.count"] == len(heldout.results)
     assert r["messages.heldout.accuracy_pct"] == pytest.approx(100 * heldout.accuracy)
+    heldout2 = evaluate_classifier(messages[messages["split"] == "heldout2"])
+    assert r["messages.heldout2.count"] == len(heldout2.results) == 95
+    assert r["messages.heldout2.accuracy_pct"] == pytest.approx(100 * heldout2.accuracy)
     assert r["messages.tuning.accuracy_pct"] == 100.0
     assert r["model.p_job_fails"] == pytest.approx(r["failures.failed_jobs_pct"] / 100)
     assert r["model.classes"] == 18
