@@ -15,7 +15,7 @@ def results(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("nb")
     params = read_params(repo_root() / "params" / "ci.yaml")
-    execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", out, params, html=False, progress=False)
+    execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", out, params, html=False)
     doc = json.loads((out / STEM / "results.json").read_text())
     doc["out"] = out / STEM
     return doc
