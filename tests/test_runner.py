@@ -83,6 +83,10 @@ def _params(tmp_path, text):
 def tiny_notebooks(tmp_path):
     (tmp_path / "nbs").mkdir()
     _notebook(tmp_path / "nbs" / "01-tiny.ipynb", ["import time\ntime.sleep(sleep_s)", WRITE_RESULTS])
+    _notebook(tmp_path / "nbs" / "02-sweep.ipynb", [
+        "from dlcluster.experiments.sweep import run_sweep\n"
+        "run_sweep([{'a': 1}, {'a': 2}, {'a': 3}], lambda p: {'b': p['a']}, output_dir + '/cache', n_jobs=1,\n"
+        "          code_modules=['dlcluster.experiments.sweep'])", WRITE_RESULTS])
     return tmp_path
 
 
@@ -90,14 +94,16 @@ def tiny_notebooks(tmp_path):
 def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_notebooks):
     tmp = tiny_notebooks
     first = _reports(tmp, "--params", _params(tmp, "value: 5\n")).communicate(timeout=120)[0]
-    assert "[1/1] 01-tiny: cell 2/3 ..." in first and "[1/1] 01-tiny: done in" in first, first
+    assert "[1/2] 01-tiny: cell 2/3 ..." in first and "[1/2] 01-tiny: done in" in first, first
     noise = [line for line in first.splitlines() if "without encryption" in line or "Warning" in line]
     assert noise == [], first
+    assert "[2/2] 02-sweep: sweep 0/3 simulations" in first, first  # from inside the kernel
+    assert "[2/2] 02-sweep: sweep 3/3 simulations, finished in" in first, first
     assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 5}
     stamp = (tmp / "out" / "01-tiny.ipynb").stat().st_mtime_ns
 
     again = _reports(tmp, "--params", _params(tmp, "value: 5\n")).communicate(timeout=120)[0]
-    assert "[1/1] 01-tiny: reused (unchanged since " in again and "cell 2/3" not in again, again
+    assert "[1/2] 01-tiny: reused (unchanged since " in again and "cell 2/3" not in again, again
     assert (tmp / "out" / "01-tiny.ipynb").stat().st_mtime_ns == stamp
     assert "reused (unchanged since " in (tmp / "out" / "index.html").read_text()
 
@@ -117,7 +123,7 @@ def test_ctrl_c_stops_the_kernel_and_leaves_no_complete_looking_report(tiny_note
         WRITE_RESULTS,  # results.json exists before the interrupt: it must not survive it
         "import os, pathlib, time\npathlib.Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
         "time.sleep(sleep_s)"])
-    run = _reports(tmp, "--params", _params(tmp, "sleep_s: 60\n"))
+    run = _reports(tmp, "--params", _params(tmp, "sleep_s: 60\n"), "--only", "01")
     for line in run.stdout:
         if "cell 3/3" in line:
             break
