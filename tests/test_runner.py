@@ -111,8 +111,9 @@ def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_not
     assert "cell 2/3" in changed and "reused" not in changed, changed
     assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 6}
 
-    forced = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--force").communicate(timeout=120)[0]
+    forced = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--force", "-v").communicate(timeout=120)[0]
     assert "cell 2/3" in forced and "reused" not in forced, forced
+    assert "papermill: Executing Cell" in forced  # -v: papermill's log and the cells' output too
 
 
 @pytest.mark.notebook

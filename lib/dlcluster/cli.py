@@ -20,9 +20,10 @@ from . import paths
 
 
 def _reports(args) -> int:
-    from .report.runner import NotebookFailed, ReportsInterrupted, quiet_warnings, run_reports
-    if not args.verbose:
-        quiet_warnings()
+    from .report.runner import NotebookFailed, ReportsInterrupted, run_reports
+    if args.verbose:
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # papermill streams cell output
     try:
         run_reports(args.params, args.out, args.only, html=not args.no_html, notebooks_dir=args.notebooks,
                     force=args.force, verbose=args.verbose)
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebooks", default=None, help="folder of NN-topic.ipynb notebooks (default: notebooks/)")
     p.add_argument("--force", action="store_true", help="execute every notebook, even one unchanged since its last run")
     p.add_argument("-v", "--verbose", action="store_true",
-                   help="show everything: cell output, library warnings, papermill's log")
+                   help="show everything: each cell's output as it runs and papermill's log")
     p.set_defaults(func=_reports)
 
     p = sub.add_parser("summary", help="print a trace's tables and data-quality report")

@@ -349,7 +349,3 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
     write_index(out_dir, params_path, done, status=status)
     echo(f"dlcluster reports: wrote {out_dir / 'index.html'}")
     return done
-
-
-def quiet_warnings() -> None:
-    """Silence the known, harmless warnings of a normal run (each by its exact text); ``-v`` skips this."""
