@@ -38,6 +38,14 @@ def test_table3_keys_and_ranges(results):
 
 
 @pytest.mark.notebook
+def test_table3_comparisons_name_only_published_keys(results):
+    keys = {c["what"]: c["key"] for c in results["comparisons"] if c["what"].startswith("Table 3")}
+    assert keys["Table 3 mean GPU utilization, 8 GPU jobs"] is None  # the paper publishes no 8-GPU value
+    assert keys["Table 3 mean GPU utilization, 16 GPU jobs"] == "util.table3.16gpu"
+    assert keys["Table 3, all jobs"] == "util.table3.all"
+
+
+@pytest.mark.notebook
 def test_figure6_cluster_and_table4_keys(results):
     r = results["results"]
     for size in (8, 16):
