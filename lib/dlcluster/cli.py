@@ -33,6 +33,9 @@ def _reports(args) -> int:
     except ReportsInterrupted as exc:
         print(f"dlcluster reports: {exc}", file=sys.stderr)
         return 130  # the shell's code for a command ended by SIGINT
+    except KeyboardInterrupt:  # between notebooks (no kernel running): every finished notebook is complete
+        print("dlcluster reports: interrupted between notebooks; the index page was not updated", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -25,9 +25,12 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -149,8 +152,6 @@ def _kernel_manager_class(socket_dir: Path, started: list):
 
 def _kill_kernels(started: list) -> None:
     """Kill each kernel with its whole process group (a sweep's worker processes too)."""
-    import signal
-
     for km, process in started:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # the kernel leads its own session: its group id is its pid
@@ -159,6 +160,19 @@ def _kill_kernels(started: list) -> None:
                 process.kill()
         process.wait()
         km.cleanup_connection_file()
+
+
+@contextmanager
+def _interrupts_ignored():
+    """Ctrl-C pressed again while cleaning up after the first must not leave the cleanup half done."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _hash_files(digest, files, root: Path) -> None:
@@ -260,9 +274,10 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
             record = {"fingerprint": fingerprint, "finished": _utc_now()}
             atomic_write_text(outputs["run"], json.dumps(record, indent=2, sort_keys=True))
     except KeyboardInterrupt:
-        _kill_kernels(managers)
-        for partial in (tmp, *outputs.values()):
-            partial.unlink(missing_ok=True)
+        with _interrupts_ignored():
+            _kill_kernels(managers)
+            for partial in (tmp, *outputs.values()):
+                partial.unlink(missing_ok=True)
         raise
     finally:
         if previous_env is None:
