@@ -97,6 +97,8 @@ def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_not
     assert "[1/2] 01-tiny: cell 2/3 ..." in first and "[1/2] 01-tiny: done in" in first, first
     noise = [line for line in first.splitlines() if "without encryption" in line or "Warning" in line]
     assert noise == [], first
+    assert all(line.startswith(("dlcluster reports: ", "[1/2] 01-tiny: ", "[2/2] 02-sweep: "))
+               for line in first.splitlines()), first  # nothing but the runner's own lines
     assert "[2/2] 02-sweep: sweep 0/3 simulations" in first, first  # from inside the kernel
     assert "[2/2] 02-sweep: sweep 3/3 simulations, finished in" in first, first
     assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 5}
@@ -107,11 +109,12 @@ def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_not
     assert (tmp / "out" / "01-tiny.ipynb").stat().st_mtime_ns == stamp
     assert "reused (unchanged since " in (tmp / "out" / "index.html").read_text()
 
-    changed = _reports(tmp, "--params", _params(tmp, "value: 6\n")).communicate(timeout=120)[0]
+    changed = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--only", "01").communicate(timeout=120)[0]
     assert "cell 2/3" in changed and "reused" not in changed, changed
     assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 6}
 
-    forced = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--force", "-v").communicate(timeout=120)[0]
+    forced = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--only", "01", "--force", "-v").communicate(
+        timeout=120)[0]
     assert "cell 2/3" in forced and "reused" not in forced, forced
     assert "papermill: Executing Cell" in forced  # -v: papermill's log and the cells' output too
 
