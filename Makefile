@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $@
 
-reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ (+ HTML, figures, results.json)
-	$(BIN)/dlcluster reports --params $(PARAMS)
+reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ (+ HTML, figures, results.json); V=1 shows everything
+	$(BIN)/dlcluster reports --params $(PARAMS)$(if $(filter-out 0,$(V)), -v)
 
 test: setup ## unit tests plus a papermill run of every notebook with params/ci.yaml
 	$(BIN)/python -m pytest

@@ -32,7 +32,7 @@ def ci_notebook(tmp_path_factory):
 
     def run(stem: str) -> dict:
         if stem not in _CI_RUNS:
-            execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False, progress=False)
+            execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
             _CI_RUNS[stem] = json.loads((out / stem / "results.json").read_text())
         return _CI_RUNS[stem]
 

@@ -40,8 +40,7 @@ def test_notebook_takes_a_users_csv_log(tmp_path):
     log.write_text("epoch,loss\n1,1.0\n2,0.5\n3,0.3\n4,0.2001\n5,0.2\n")
     params = {"trace": "public", "seed": 0, "curve_sources": ["pollux", f"csv:{log}"],
               "patience_values": [2], "tolerance_grid": [0.001, 0.01]}
-    execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", tmp_path / "out", params,
-                     html=False, progress=False)
+    execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", tmp_path / "out", params, html=False)
     doc = json.loads((tmp_path / "out" / STEM / "results.json").read_text())
     r = doc["results"]
     assert r["epochs.pollux.curves"] == 40 and "epochs.corpus.curves" not in r

@@ -43,3 +43,15 @@ def test_trace_overview_results(ci_notebook):
     assert r["quality.rows_read"] >= 82247 + 5910 and r["quality.rows_quarantined"] == 0
     assert 0.9 < r["jobs.pollux.one_gpu_share"] < 1.0
     assert r["fig2.dre.median_run_time_s.>8"] > 0
+
+
+@pytest.mark.notebook
+def test_trace_overview_counts_each_job_set_in_its_own_row(ci_notebook):
+    rows = ci_notebook("00-trace-overview")["comparisons"]
+    counts = {r["data"]: (r["ours"], r["key"]) for r in rows if r["what"].startswith(("jobs of", "complete job records"))}
+    assert counts == {"real (Pollux-derived Philly jobs)": (82247, None),
+                      "real (DRE complete job records)": (5910, None),
+                      "real (RFold-derived Philly jobs)": (111549, "scope.released_jobs")}
+    assert 82247 + 5910 not in [r["ours"] for r in rows]  # never the sets added together
+    paper = [r for r in rows if r["key"] == "scope.jobs_in_paper"]
+    assert len(paper) == 1 and not isinstance(paper[0]["ours"], int)  # no job set here is the paper's selection

@@ -27,3 +27,35 @@ def test_bad_provenance_is_rejected(tmp_path):
     bad.write_text("x: {item: a, value: 1, provenance: guessed}\n")
     with pytest.raises(ValueError, match="provenance 'guessed'"):
         load_reference(bad)
+
+
+def test_compare_rejects_a_key_missing_from_the_reference_file(tmp_path):
+    from dlcluster.report import Report
+    from dlcluster.report.reference import UnknownReferenceKey, reference_path
+
+    rep = Report(tmp_path, "09-x")
+    rows = [{"what": "Table 3 mean GPU utilization, 8 GPU jobs", "ours": 44.0, "key": "util.table3.8gpu", "data": "real"}]
+    with pytest.raises(UnknownReferenceKey, match=r"'Table 3 mean GPU utilization, 8 GPU jobs' names key "
+                                                  r"'util.table3.8gpu', which is not in .*atc19.yaml") as caught:
+        rep.compare(rows)
+    assert str(reference_path()) in str(caught.value) and "util.table3.1gpu" in str(caught.value)  # a close key
+    assert rep.comparisons == []  # nothing of the bad table is kept for results.json
+    rep.compare([{**rows[0], "key": None}, {"what": "all jobs", "ours": 50.0, "key": "util.table3.all"}])
+    assert [c["key"] for c in rep.comparisons] == [None, "util.table3.all"]
+
+
+def test_every_key_the_notebooks_name_is_in_the_reference_file():
+    """Literal keys are checked here; computed ones (f-strings) by Report.compare when the notebook runs."""
+    import json
+    import re
+    from pathlib import Path
+
+    listed = set(load_reference()["key"])
+    named = {}
+    for nb in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]-*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                for key in re.findall(r'"key":\s*"([^"{}]+)"', "".join(cell["source"])):
+                    named.setdefault(key, nb.stem)
+    assert len(named) > 20  # the pattern finds the notebooks' keys
+    assert {k: nb for k, nb in named.items() if k not in listed} == {}

@@ -1,16 +1,27 @@
-"""The report runner: parameter selection, atomic outputs, and failures that name notebook and cell."""
+"""The report runner: parameter selection, atomic outputs, failures that name notebook and cell,
+and ``dlcluster reports`` as its user sees it: progress lines, quiet output, the cache, Ctrl-C."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from dlcluster.report.runner import NotebookFailed, execute_notebook, notebook_params, read_params
 
+LIB = Path(__file__).resolve().parents[1] / "lib"
+WRITE_RESULTS = ("import json, pathlib\np = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
+                 "(p / 'results.json').write_text(json.dumps({'notebook': 'x', 'results': {'v': value}}))")
+
 
 def _notebook(path, cells):
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('output_dir = "x"\nvalue = 1')
+    params = nbformat.v4.new_code_cell('output_dir = "x"\nvalue = 1\nsleep_s = 0')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params] + [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -34,13 +45,13 @@ def test_read_params_rejects_non_mapping(tmp_path):
 
 @pytest.mark.notebook
 def test_success_writes_notebook_html_and_results(tmp_path):
-    nb = _notebook(tmp_path / "07-ok.ipynb", [
-        "import json, pathlib\np = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
-        "(p / 'results.json').write_text(json.dumps({'results': {'v': value}}))"])
+    nb = _notebook(tmp_path / "07-ok.ipynb", [WRITE_RESULTS])
     out = tmp_path / "out"
-    execute_notebook(nb, out, {"value": 42}, progress=False)
+    cells = []
+    execute_notebook(nb, out, {"value": 42}, on_cell=lambda n, total: cells.append((n, total)))
     assert (out / "07-ok.ipynb").exists() and (out / "07-ok.html").exists()
     assert json.loads((out / "07-ok" / "results.json").read_text())["results"] == {"v": 42}
+    assert cells == [(1, 2), (2, 2)]  # each code cell of the source notebook, not papermill's injected one
 
 
 @pytest.mark.notebook
@@ -48,6 +59,89 @@ def test_failure_names_notebook_and_cell_and_leaves_no_complete_copy(tmp_path):
     nb = _notebook(tmp_path / "08-bad.ipynb", ["a = 1", "raise ValueError('broken input')"])
     out = tmp_path / "out"
     with pytest.raises(NotebookFailed, match=r"08-bad.ipynb failed in cell 3 \(.raise ValueError\(.broken input.\).\): ValueError: broken input"):
-        execute_notebook(nb, out, {}, progress=False)
+        execute_notebook(nb, out, {})
     assert not (out / "08-bad.ipynb").exists() and not (out / "08-bad.html").exists()
     assert (out / "08-bad.FAILED.ipynb").exists()
+
+
+def _reports(tmp_path, *args, **popen):
+    """Start ``dlcluster reports`` on the fixture notebooks of ``tmp_path/nbs`` as its user would."""
+    env = {**os.environ, "PYTHONPATH": str(LIB)}
+    command = [sys.executable, "-m", "dlcluster.cli", "reports", "--notebooks", str(tmp_path / "nbs"),
+               "--out", str(tmp_path / "out"), *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            **popen)
+
+
+def _params(tmp_path, text):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def tiny_notebooks(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    _notebook(tmp_path / "nbs" / "01-tiny.ipynb", ["import time\ntime.sleep(sleep_s)", WRITE_RESULTS])
+    _notebook(tmp_path / "nbs" / "02-sweep.ipynb", [
+        "from dlcluster.experiments.sweep import run_sweep\n"
+        "run_sweep([{'a': 1}, {'a': 2}, {'a': 3}], lambda p: {'b': p['a']}, output_dir + '/cache', n_jobs=1,\n"
+        "          code_modules=['dlcluster.experiments.sweep'])", WRITE_RESULTS])
+    return tmp_path
+
+
+@pytest.mark.notebook
+def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_notebooks):
+    tmp = tiny_notebooks
+    first = _reports(tmp, "--params", _params(tmp, "value: 5\n")).communicate(timeout=120)[0]
+    assert "[1/2] 01-tiny: cell 2/3 ..." in first and "[1/2] 01-tiny: done in" in first, first
+    noise = [line for line in first.splitlines() if "without encryption" in line or "Warning" in line]
+    assert noise == [], first
+    assert all(line.startswith(("dlcluster reports: ", "[1/2] 01-tiny: ", "[2/2] 02-sweep: "))
+               for line in first.splitlines()), first  # nothing but the runner's own lines
+    assert "[2/2] 02-sweep: sweep 0/3 simulations" in first, first  # from inside the kernel
+    assert "[2/2] 02-sweep: sweep 3/3 simulations, finished in" in first, first
+    assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 5}
+    stamp = (tmp / "out" / "01-tiny.ipynb").stat().st_mtime_ns
+
+    again = _reports(tmp, "--params", _params(tmp, "value: 5\n")).communicate(timeout=120)[0]
+    assert "[1/2] 01-tiny: reused (unchanged since " in again and "cell 2/3" not in again, again
+    assert (tmp / "out" / "01-tiny.ipynb").stat().st_mtime_ns == stamp
+    assert "reused (unchanged since " in (tmp / "out" / "index.html").read_text()
+
+    changed = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--only", "01").communicate(timeout=120)[0]
+    assert "cell 2/3" in changed and "reused" not in changed, changed
+    assert json.loads((tmp / "out" / "01-tiny" / "results.json").read_text())["results"] == {"v": 6}
+
+    forced = _reports(tmp, "--params", _params(tmp, "value: 6\n"), "--only", "01", "--force", "-v").communicate(
+        timeout=120)[0]
+    assert "cell 2/3" in forced and "reused" not in forced, forced
+    assert "papermill: Executing Cell" in forced  # -v: papermill's log and the cells' output too
+
+
+@pytest.mark.notebook
+def test_ctrl_c_stops_the_kernel_and_leaves_no_complete_looking_report(tiny_notebooks):
+    tmp = tiny_notebooks
+    out = tmp / "out"
+    _notebook(tmp / "nbs" / "01-tiny.ipynb", [
+        WRITE_RESULTS,  # results.json exists before the interrupt: it must not survive it
+        "import os, pathlib, time\npathlib.Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(sleep_s)"])
+    run = _reports(tmp, "--params", _params(tmp, "sleep_s: 60\n"), "--only", "01")
+    for line in run.stdout:
+        if "cell 3/3" in line:
+            break
+    pid_file = out / "01-tiny" / "kernel.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    kernel_pid = int(pid_file.read_text())
+    run.send_signal(signal.SIGINT)
+    rest = run.communicate(timeout=60)[0]
+    assert run.returncode == 130, rest
+    assert "interrupted: 01-tiny.ipynb at cell 3/3" in rest and "was not updated" in rest
+    left = {p.name for p in out.iterdir()} | {p.name for p in (out / "01-tiny").iterdir()}
+    assert not left & {"01-tiny.ipynb", "01-tiny.html", "results.json", "run.json", "index.html",
+                       ".01-tiny.running.ipynb"}, left
+    with pytest.raises(ProcessLookupError):
+        os.kill(kernel_pid, 0)  # the kernel is gone, not left computing

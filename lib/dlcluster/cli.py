@@ -1,6 +1,6 @@
 """The ``dlcluster`` command line: the library's jobs, one subcommand each.
 
-    dlcluster reports [--params params/default.yaml] [--only 00]   execute notebooks
+    dlcluster reports [--params params/default.yaml] [--only 00] [--force] [-v]   execute notebooks
     dlcluster summary [SOURCE]                                     tables and data quality
     dlcluster build-public                                         data/external -> data/public
     dlcluster data [--url URL]                                     download, verify, extract, ingest
@@ -20,12 +20,22 @@ from . import paths
 
 
 def _reports(args) -> int:
-    from .report.runner import NotebookFailed, run_reports
+    from .report.runner import NotebookFailed, ReportsInterrupted, run_reports
+    if args.verbose:
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # papermill streams cell output
     try:
-        run_reports(args.params, args.out, args.only, html=not args.no_html)
+        run_reports(args.params, args.out, args.only, html=not args.no_html, notebooks_dir=args.notebooks,
+                    force=args.force, verbose=args.verbose)
     except NotebookFailed as exc:
         print(f"dlcluster reports: FAILED: {exc}", file=sys.stderr)
         return 1
+    except ReportsInterrupted as exc:
+        print(f"dlcluster reports: {exc}", file=sys.stderr)
+        return 130  # the shell's code for a command ended by SIGINT
+    except KeyboardInterrupt:  # between notebooks (no kernel running): every finished notebook is complete
+        print("dlcluster reports: interrupted between notebooks; the index page was not updated", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -105,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default reports/<params name>)")
     p.add_argument("--only", nargs="*", help="run only notebooks whose name starts with these")
     p.add_argument("--no-html", action="store_true")
+    p.add_argument("--notebooks", default=None, help="folder of NN-topic.ipynb notebooks (default: notebooks/)")
+    p.add_argument("--force", action="store_true", help="execute every notebook, even one unchanged since its last run")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show everything: each cell's output as it runs and papermill's log")
     p.set_defaults(func=_reports)
 
     p = sub.add_parser("summary", help="print a trace's tables and data-quality report")

@@ -19,6 +19,9 @@ returned, with the cell's parameters as columns, in the order of ``cells``
 * **Failures**: a cell that raises does not stop the others; when all have
   run, :class:`SweepError` names every failed cell with its parameters and
   traceback. Finished cells are cached, so a rerun only redoes the failures.
+* **Progress**: a tqdm bar (inside a notebook it lands in the notebook's
+  output), and one event per finished cell for ``dlcluster reports`` to print
+  in the terminal (:func:`dlcluster.report.progress.emit`; nothing without it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -37,6 +41,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
+
+from ..report.progress import emit as emit_progress
 
 #: Columns run_sweep adds to each row: the cell's position in the grid and its cache key.
 CELL_COLUMNS = ("cell", "cell_key")
@@ -209,6 +215,8 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     pending = [(i, cells[i]) for i, p in enumerate(paths) if not p.exists()]
     workers = n_jobs or len(os.sched_getaffinity(0))
     bar = _progress(len(cells), len(cells) - len(pending), progress)
+    done, started = len(cells) - len(pending), time.monotonic()
+    emit_progress({"event": "sweep", "done": done, "total": len(cells), "cached": done, "elapsed_s": 0.0})
     failures = []
     runs = _run_dask(fn, pending, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
     try:
@@ -219,6 +227,9 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
                 failures.append((i, payload))
             if bar is not None:
                 bar.update(1)
+            done += 1
+            emit_progress({"event": "sweep", "done": done, "total": len(cells), "cached": len(cells) - len(pending),
+                           "elapsed_s": round(time.monotonic() - started, 3)})
     finally:
         runs.close()  # stops the workers now if the loop ended early (an interrupt, a failed write)
         if bar is not None:

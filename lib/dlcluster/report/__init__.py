@@ -5,7 +5,8 @@ Not to be confused with ``reports/``, the folder these write into.
 * :mod:`.notebook`: :class:`Report`, what every notebook writes (figures labelled with their data, results.json);
 * :mod:`.reference`: the paper's published numbers with provenance, and the published-vs-ours table;
 * :mod:`.plotting`: shared figure style and helpers;
-* :mod:`.runner`: ``make reports`` (papermill per notebook, HTML, atomic outputs);
+* :mod:`.runner`: ``make reports`` (papermill per notebook, HTML, atomic outputs, progress, cache, Ctrl-C);
+* :mod:`.progress`: progress lines in the terminal, also from code running in a notebook's kernel (sweeps);
 * :mod:`.index`: ``reports/<config>/index.html``.
 """
 

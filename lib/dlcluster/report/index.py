@@ -120,13 +120,17 @@ def _notebook_title(executed: Path) -> str:
     return executed.stem
 
 
-def notebook_section(out_dir: Path, executed: Path) -> tuple[str, set[str]]:
-    """HTML for one notebook and the reference keys its comparisons use."""
+def notebook_section(out_dir: Path, executed: Path, status: str = "") -> tuple[str, set[str]]:
+    """HTML for one notebook and the reference keys its comparisons use.
+
+    ``status``: how this run got the notebook, e.g. "executed in 42 s" or "reused (unchanged since ...)".
+    """
     stem = executed.stem
     report_html = out_dir / f"{stem}.html"
     link = report_html.name if report_html.exists() else executed.name
+    run = f" · {_esc(status)}" if status else ""
     parts = [f"<h2 id='{_esc(stem)}'><a href='{_esc(link)}'>{_esc(_notebook_title(executed))}</a></h2>",
-             f"<p><code>{_esc(stem)}</code> · <a href='{_esc(link)}'>full report</a></p>"]
+             f"<p><code>{_esc(stem)}</code> · <a href='{_esc(link)}'>full report</a>{run}</p>"]
     doc, why = read_results(out_dir / stem / "results.json")
     if doc is None:
         parts.append(f"<p class='warn'>{_esc(why)}</p>")
@@ -207,10 +211,11 @@ def data_section(params: dict) -> str:
 
 
 def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks: list[Path],
-                command: list[str] | None = None) -> Path:
+                command: list[str] | None = None, status: dict[str, str] | None = None) -> Path:
     """Write ``<out_dir>/index.html`` for these executed notebooks (``<out_dir>/<stem>.ipynb``).
 
     ``command``: the command line that built the reports (default: this process's ``sys.argv``).
+    ``status``: per notebook stem, how this run got it (executed, or reused from an unchanged earlier run).
     """
     from .. import __version__
 
@@ -218,7 +223,7 @@ def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks
     params = (yaml.safe_load(params_path.read_text()) or {}) if params_path.exists() else {}
     sections, used = [], set()
     for executed in executed_notebooks:
-        section, keys = notebook_section(out_dir, Path(executed))
+        section, keys = notebook_section(out_dir, Path(executed), (status or {}).get(Path(executed).stem, ""))
         sections.append(section)
         used |= keys
     reference = load_reference()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_write_text, umask_mode
-from .reference import comparison_rows, published_vs_ours
+from .reference import check_keys, comparison_rows, published_vs_ours
 
 
 def _jsonable(value: Any) -> Any:
@@ -57,8 +57,14 @@ class Report:
         return value
 
     def compare(self, rows: list[dict]):
-        """Render the published-vs-ours table and keep its rows for results.json and the index page."""
-        self.comparisons.extend(comparison_rows(rows))
+        """Render the published-vs-ours table and keep its rows for results.json and the index page.
+
+        Raises :class:`~dlcluster.report.reference.UnknownReferenceKey` if a row names a key the
+        reference file does not list (so the notebook run fails instead of the report showing it).
+        """
+        checked = comparison_rows(rows)
+        check_keys(checked)
+        self.comparisons.extend(checked)
         return published_vs_ours(rows)
 
     def figure(self, fig, name: str, data: str, dpi: int = 110) -> Path:

@@ -7,6 +7,7 @@ through :func:`published_vs_ours`; no analysis reads them as an input.
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from pathlib import Path
 
@@ -77,6 +78,29 @@ def published_vs_ours(rows: list[dict], path: str | Path | None = None) -> pd.Da
         out.append({"what": row["what"], "this reproduction": ours,
                     "our data": row.get("data", ""), "published": pub, "provenance": prov})
     return pd.DataFrame(out, columns=["what", "this reproduction", "our data", "published", "provenance"])
+
+
+class UnknownReferenceKey(ValueError):
+    """A comparison row names a key that the reference file does not list."""
+
+
+def check_keys(rows: list[dict], path: str | Path | None = None) -> None:
+    """Raise :class:`UnknownReferenceKey` naming the row, the key and the reference file if a key is not listed.
+
+    A row with no published value uses ``"key": None``; a misspelt or invented key is an error, so it can
+    never reach a report as a comparison without its published value.
+    """
+    path = Path(path or reference_path())
+    entries = _load(str(path))
+    for row in rows:
+        key = row.get("key")
+        if key is None or key in entries:
+            continue
+        close = difflib.get_close_matches(str(key), list(entries), n=3)
+        hint = f"; listed keys close to it: {', '.join(close)}" if close else ""
+        raise UnknownReferenceKey(
+            f"comparison {row.get('what')!r} names key {key!r}, which is not in {path}{hint}. "
+            f"Add the published value there (with its provenance), or use key None for a row with no published value")
 
 
 def comparison_rows(rows: list[dict]) -> list[dict]:

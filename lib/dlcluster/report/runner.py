@@ -7,19 +7,46 @@ Outputs go to ``<out>/<stem>.ipynb`` and ``<out>/<stem>.html``, and the
 notebook itself writes ``<out>/<stem>/results.json`` and figures. A notebook
 is executed into a temporary file that is renamed only on success; a failure
 leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
+
+* **Progress**: one line per event on stdout (no bars, so logs read the same):
+  each code cell as it starts, each notebook's elapsed time, and the sweeps
+  run inside a kernel (through :mod:`dlcluster.report.progress`).
+* **Ctrl-C** stops the kernel (and what it started), removes the unfinished
+  notebook's outputs and leaves the index as it was: :class:`ReportsInterrupted`.
+* **Quiet**: the kernel talks over local IPC sockets (so ipykernel has no
+  unencrypted TCP to warn about); ``verbose`` also streams cell output.
+* **Cache**: ``<out>/<stem>/run.json`` keeps the :func:`notebook_fingerprint` of a
+  finished run; an unchanged notebook is reused, not executed (``force`` reruns).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
 from .index import write_index
-from ..paths import repo_root
+from .progress import PROGRESS_ENV, ProgressTail, format_duration
+from ..atomic import atomic_write_text
+from ..paths import data_dir, repo_root
+
+#: Papermill's tag on the cell it adds with the given parameters (not a cell of the source notebook).
+INJECTED_TAG = "injected-parameters"
+#: Folders of data/ left out of the fingerprint: the full trace, large and described by its own manifest.
+UNHASHED_DATA = ("raw", "philly")
 
 
 class NotebookFailed(RuntimeError):
@@ -72,30 +99,193 @@ def _failed_cell(exc: Exception, executed: Path) -> str:
     return f"the cell run as [{count}]: {ename}: {evalue}"
 
 
-def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "python3",
-                     html: bool = True, progress: bool = True) -> Path:
+def _source_cells(cells) -> list:
+    """The cells of the source notebook: those papermill did not add."""
+    return [c for c in cells if INJECTED_TAG not in c.get("metadata", {}).get("tags", [])]
+
+
+@lru_cache(maxsize=1)
+def _engine_name() -> str:
+    """Register (once) a papermill engine that reports each code cell as it starts."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class ProgressEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, on_cell=None, **kwargs):
+            if on_cell is not None:
+                cell_start = nb_man.cell_start
+                source = _source_cells(nb_man.nb.cells)
+                numbers = {id(c): n for n, c in enumerate(source, start=1)}
+
+                def report_cell(cell, cell_index=None, **kw):
+                    cell_start(cell, cell_index, **kw)
+                    if cell.cell_type == "code" and id(cell) in numbers:
+                        on_cell(numbers[id(cell)], len(source))
+                nb_man.cell_start = report_cell
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register("dlcluster", ProgressEngine)
+    return "dlcluster"
+
+
+def _kernel_manager_class(socket_dir: Path, started: list):
+    """A kernel manager on IPC sockets in ``socket_dir`` (no TCP, so no transport warning).
+
+    Each kernel it starts is appended to ``started`` as ``(manager, process)``,
+    so that an interrupt can kill it even when nbclient's own cleanup is cut short.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            if sys.platform != "win32":  # Windows has no IPC transport: it keeps TCP
+                kwargs.setdefault("transport", "ipc")
+                kwargs.setdefault("ip", str(socket_dir / "kernel"))
+            super().__init__(**kwargs)
+
+        async def _async_post_start_kernel(self, **kwargs):
+            started.append((self, self.provisioner.process))
+            await super()._async_post_start_kernel(**kwargs)
+
+    return LocalKernelManager
+
+
+def _kill_kernels(started: list) -> None:
+    """Kill each kernel with its whole process group (a sweep's worker processes too)."""
+    for km, process in started:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the kernel leads its own session: its group id is its pid
+        except (ProcessLookupError, PermissionError, AttributeError):  # already gone, or no process groups
+            if process.poll() is None:
+                process.kill()
+        process.wait()
+        km.cleanup_connection_file()
+
+
+@contextmanager
+def _interrupts_ignored():
+    """Ctrl-C pressed again while cleaning up after the first must not leave the cleanup half done."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _hash_files(digest, files, root: Path) -> None:
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+
+
+def notebook_fingerprint(nb: Path, given: dict) -> str:
+    """sha256 over what a notebook's outputs depend on, conservatively.
+
+    The notebook file, its effective parameters (``output_dir`` aside), the
+    library's source, and the data: every file under ``data/`` but the full
+    trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
+    for a ``trace`` that is a directory, each file's name, size and mtime.
+    """
+    import dlcluster
+
+    digest = hashlib.sha256()
+    digest.update(nb.read_bytes())
+    effective = {k: v for k, v in given.items() if k != "output_dir"}
+    digest.update(json.dumps(effective, sort_keys=True, default=str).encode())
+    lib = Path(dlcluster.__file__).parent
+    _hash_files(digest, sorted(lib.rglob("*.py")), lib)
+    data = data_dir()
+    files = sorted(f for f in data.rglob("*") if f.is_file()
+                   and f.relative_to(data).parts[0] not in UNHASHED_DATA and "__pycache__" not in f.parts)
+    _hash_files(digest, files, data)
+    manifest = data / "philly" / "manifest.json"
+    if manifest.exists():
+        _hash_files(digest, [manifest], data)
+    trace = Path(str(given.get("trace", "public")))
+    if trace.is_dir():
+        for f in sorted(p for p in trace.rglob("*") if p.is_file()):
+            stat = f.stat()
+            digest.update(f"{f.relative_to(trace)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _outputs(out_dir: Path, stem: str) -> dict[str, Path]:
+    """The files that make a notebook's report look complete, ``run.json`` (the cache record) first."""
+    return {"run": out_dir / stem / "run.json", "notebook": out_dir / f"{stem}.ipynb",
+            "html": out_dir / f"{stem}.html", "results": out_dir / stem / "results.json"}
+
+
+def reusable_run(out_dir: Path, stem: str, current: str, html: bool) -> dict | None:
+    """The stored run record if the notebook's outputs are complete and their fingerprint is ``current``."""
+    outputs = _outputs(out_dir, stem)
+    needed = [p for name, p in outputs.items() if html or name != "html"]
+    if not all(p.exists() for p in needed):
+        return None
+    try:
+        record = json.loads(outputs["run"].read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) and record.get("fingerprint") == current else None
+
+
+def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "python3", html: bool = True,
+                     on_cell: Callable[[int, int], None] | None = None, verbose: bool = False,
+                     progress_file: Path | None = None, fingerprint: str | None = None) -> Path:
+    """Run one notebook into ``out_dir``; its ``fingerprint``, if given, is written last (``<stem>/run.json``).
+
+    On Ctrl-C the kernel is killed and none of the notebook's complete-looking
+    outputs (``.ipynb``, ``.html``, ``results.json``, ``run.json``) is left.
+    """
     import papermill as pm
 
     declared = set(pm.inspect_notebook(str(nb)).keys())
     stem = nb.stem
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{stem}.ipynb"
+    outputs = _outputs(out_dir, stem)
     failed = out_dir / f"{stem}.FAILED.ipynb"
     tmp = out_dir / f".{stem}.running.ipynb"
-    for stale in (target, failed, out_dir / f"{stem}.html", out_dir / stem / "results.json"):
+    for stale in (*outputs.values(), failed):
         stale.unlink(missing_ok=True)
     given = notebook_params(params, stem, declared, out_dir / stem)
+    socket_dir = Path(tempfile.mkdtemp(prefix="dlcluster-kernel-"))
+    managers: list = []
+    previous_env = os.environ.get(PROGRESS_ENV)
     try:
-        pm.execute_notebook(str(nb), str(tmp), parameters=given, kernel_name=kernel,
-                            cwd=str(repo_root()), progress_bar=progress, log_output=False)
-    except Exception as exc:  # papermill raises PapermillExecutionError for cell failures
-        if tmp.exists():
-            os.replace(tmp, failed)
-        raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc, failed)} (executed copy: {failed})") from exc
-    os.replace(tmp, target)
-    if html:
-        render_html(target)
-    return target
+        if progress_file is not None:
+            os.environ[PROGRESS_ENV] = str(progress_file)
+        try:
+            pm.execute_notebook(str(nb), str(tmp), parameters=given, kernel_name=kernel, cwd=str(repo_root()),
+                                progress_bar=False, log_output=verbose, engine_name=_engine_name(),
+                                on_cell=on_cell, kernel_manager_class=_kernel_manager_class(socket_dir, managers),
+                                shutdown_kernel="immediate")  # kill at the end: no graceful interrupt to report
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # papermill raises PapermillExecutionError for cell failures
+            if tmp.exists():
+                os.replace(tmp, failed)
+            raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc, failed)} (executed copy: {failed})") from exc
+        os.replace(tmp, outputs["notebook"])
+        if html:
+            render_html(outputs["notebook"])
+        if fingerprint is not None:
+            record = {"fingerprint": fingerprint, "finished": _utc_now()}
+            atomic_write_text(outputs["run"], json.dumps(record, indent=2, sort_keys=True))
+    except KeyboardInterrupt:
+        with _interrupts_ignored():
+            _kill_kernels(managers)
+            for partial in (tmp, *outputs.values()):
+                partial.unlink(missing_ok=True)
+        raise
+    finally:
+        if previous_env is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = previous_env
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    return outputs["notebook"]
 
 
 def render_html(executed: Path) -> Path:
@@ -110,17 +300,67 @@ def render_html(executed: Path) -> Path:
     return out
 
 
+class ReportsInterrupted(Exception):
+    """Ctrl-C during ``dlcluster reports``; the message says what was interrupted and what was kept."""
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only: list[str] | None = None,
-                html: bool = True) -> list[Path]:
+                html: bool = True, *, notebooks_dir: str | Path | None = None, force: bool = False,
+                verbose: bool = False, echo: Callable[[str], None] | None = None) -> list[Path]:
+    """Execute (or reuse, when unchanged) each notebook, then write the index page.
+
+    ``echo``: where progress lines go (default: stdout, flushed). Raises
+    :class:`NotebookFailed` or :class:`ReportsInterrupted` (the index is then left as it was).
+    """
+    import papermill as pm
+
+    echo = echo or (lambda line: print(line, flush=True))
     params_path = Path(params_path)
     params = read_params(params_path)
-    out_dir = Path(out_dir) if out_dir else repo_root() / "reports" / params_path.stem
-    notebooks = list_notebooks(repo_root() / "notebooks", only)
-    done = []
-    for nb in notebooks:
-        started = time.time()
-        print(f"[dlcluster] running {nb.name} with {params_path} -> {out_dir}", flush=True)
-        done.append(execute_notebook(nb, out_dir, params, html=html, progress=sys.stderr.isatty()))
-        print(f"[dlcluster] {nb.name} done in {time.time() - started:.1f} s", flush=True)
-    write_index(out_dir, params_path, done)
+    # absolute: notebooks run with the repository as working directory
+    out_dir = Path(out_dir).resolve() if out_dir else repo_root() / "reports" / params_path.stem
+    notebooks = list_notebooks(Path(notebooks_dir) if notebooks_dir else repo_root() / "notebooks", only)
+    done, status = [], {}
+    echo(f"dlcluster reports: {len(notebooks)} notebook(s) with {params_path} -> {out_dir}")
+    for number, nb in enumerate(notebooks, start=1):
+        prefix = f"[{number}/{len(notebooks)}] {nb.stem}"
+        given = notebook_params(params, nb.stem, set(pm.inspect_notebook(str(nb)).keys()), out_dir / nb.stem)
+        current = notebook_fingerprint(nb, given)
+        record = None if force else reusable_run(out_dir, nb.stem, current, html)
+        if record is not None:
+            status[nb.stem] = f"reused (unchanged since {record['finished']})"
+            echo(f"{prefix}: {status[nb.stem]}")
+            done.append(out_dir / f"{nb.stem}.ipynb")
+            continue
+        started = time.monotonic()
+        where = {"cell": "before its first cell"}
+
+        def on_cell(cell: int, total: int, prefix=prefix, started=started, where=where) -> None:
+            where["cell"] = f"at cell {cell}/{total}"
+            echo(f"{prefix}: cell {cell}/{total} ... ({format_duration(time.monotonic() - started)})")
+
+        echo(f"{prefix}: running")
+        progress_file = out_dir / f".{nb.stem}.progress.jsonl"
+        progress_file.unlink(missing_ok=True)
+        try:
+            with ProgressTail(progress_file, lambda line, prefix=prefix: echo(f"{prefix}: {line}")):
+                done.append(execute_notebook(
+                    nb, out_dir, params, html=html, on_cell=on_cell, verbose=verbose, progress_file=progress_file,
+                    fingerprint=current))
+        except KeyboardInterrupt:
+            raise ReportsInterrupted(
+                f"interrupted: {nb.name} {where['cell']} after {format_duration(time.monotonic() - started)}; "
+                f"its kernel was stopped and none of its outputs kept; {len(done)} notebook(s) before it are "
+                f"complete; {out_dir / 'index.html'} was not updated") from None
+        finally:
+            progress_file.unlink(missing_ok=True)
+        elapsed = format_duration(time.monotonic() - started)
+        status[nb.stem] = f"executed in {elapsed}"
+        echo(f"{prefix}: done in {elapsed}")
+    write_index(out_dir, params_path, done, status=status)
+    echo(f"dlcluster reports: wrote {out_dir / 'index.html'}")
     return done
