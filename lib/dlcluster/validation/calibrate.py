@@ -22,16 +22,18 @@ real GPU-minutes at 0% utilization (the only cluster-wide GPU figure public).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .replay import compare_delays
+from ..report.progress import emit as emit_progress
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.workload import quotas_from_table
 from ..trace.schema import size_bucket
+from .replay import compare_delays
 from .workload import ReplayWorkload
 
 DELAY_BUCKETS = ("2-4", "5-8", ">8")
@@ -337,9 +339,14 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
         raise ValueError(f"calibrate: grid axes {sorted(unknown)} are not ReplayParams fields")
     seen: dict = {}
     rows = []
+    # at most one simulation per grid value plus the start (values equal to the current best are reused)
+    budget = 1 + sum(len(values) for values in grid.values()) * rounds
+    started = time.monotonic()
 
     def score(params: ReplayParams) -> float:
         if params not in seen:
+            emit_progress({"event": "sweep", "done": len(seen), "total": budget, "cached": 0,
+                           "elapsed_s": time.monotonic() - started})
             rep = run_replay(replay, machines, vc_table, params)
             ev = evaluate(rep, occupancy, real_waits, fit_span, delay_weight)
             seen[params] = ev.objective
@@ -357,6 +364,8 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
                 s = score(candidate)
                 if s < best_score - 1e-12:
                     best, best_score = candidate, s
+    emit_progress({"event": "sweep", "done": len(seen), "total": len(seen), "cached": 0,
+                   "elapsed_s": time.monotonic() - started})
     return best, pd.DataFrame(rows)
 
 
