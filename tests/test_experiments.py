@@ -169,16 +169,25 @@ def test_calibrated_load_interpolates():
         E.calibrated_load(_calibration([0.2, 0.5, 0.8]), 0.9)
 
 
-def test_experiment_cells_of_the_small_grid():
-    spec = E.grid_spec("small")
-    cells = E.experiment_cells(spec, "public", "fp", [0, 1], 3.5)
-    counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
-    # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
-    # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at x1 and calibrated
-    assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
-                      "policy": 2 * len(spec.policies) * 2}
-    assert {c["load"] for c in cells if c["experiment"] != "policy"} == {3.5}
-    assert all(c["inputs"] == "fp" and c["racks"] == spec.racks for c in cells)
+def test_experiment_cells_of_the_small_grids():
+    for name, calibrated, loads in (("small", None, {1.0}), ("pollux-small", 3.5, {3.5})):
+        spec = E.grid_spec(name)
+        cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
+        counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
+        # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
+        # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at two loads
+        assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
+                          "policy": 2 * len(spec.policies) * 2}, name
+        assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
+        assert all(c["inputs"] == "fp" for c in cells)
+    validated = E.experiment_cells(E.grid_spec("small"), "public", "fp", [0], default_relax_s=60.0)
+    assert all(c["replay"] == E.grid_spec("small").replay.cell() for c in validated)
+    # the calibrated relax timeout joins the grid's and is the long-jobs arms' timeout
+    assert sorted({c["relax_after_s"] for c in validated if c["experiment"] == "locality" and c["relax_after_s"]}) \
+        == [60.0, 180.0]
+    assert {c["relax_after_s"] for c in validated if c.get("long_jobs") in ("strict", "migrate")} == {60.0}
+    with pytest.raises(ValueError, match="no calibrated factor"):
+        E.experiment_cells(E.grid_spec("pollux-small"), "public", "fp", [0])
     with pytest.raises(ValueError, match="grid must be one of"):
         E.grid_spec("huge")
 

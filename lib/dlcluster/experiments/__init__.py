@@ -51,13 +51,13 @@ from __future__ import annotations
 
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_duration,
-    load_inputs, load_key, load_label, load_order, measure, paired_change, resample_periods, rows_of,
-    scale_load, seed_ci, summarize)
+    Inputs, ValidatedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
+    resample_periods, rows_of, scale_load, seed_ci, short_duration, summarize, validated_inputs)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
 from .failures import failure_costs, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
-    GRIDS, calibrated_load, calibration_cells, experiment_cells, grid_spec, inputs_fingerprint,
+    GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, with_arms)
 from .interference import DedicatedPlacement, interference_conclusion  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401
