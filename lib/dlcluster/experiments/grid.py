@@ -88,15 +88,15 @@ GRIDS = {
                      failure_models=("fitted",), policies=tuple(POLICY_NAMES),
                      experiment_loads=("real",), policy_loads=("real", 0.8, 1.25), oracle_loads=("real",),
                      replay=ValidatedReplay(window_days=6.0, window_warmup_days=14.0)),
-    # notebook 05's small calibration (7 fit days, 12 days replayed), 2-day windows warm-started 2 days before:
+    # notebook 05's small calibration (7 fit days, 12 days replayed), 1-day windows warm-started 1 day before:
     # a quick run, not a result
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                       relax_after_s=(180.0,), tolerances=(0.01,), failure_models=("illustrative",),
                       policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
                       oracle_loads=(),
                       replay=ValidatedReplay(fit_days=7, replay_days=12, warmup_days=7,
-                                             calibration_grid=(("latency_s", (0.0, 60.0)),), window_days=2.0,
-                                             window_warmup_days=2.0)),
+                                             calibration_grid=(("latency_s", (0.0, 60.0)),), window_days=1.0,
+                                             window_warmup_days=1.0)),
     # before the validated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
     # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks
     "pollux-small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
