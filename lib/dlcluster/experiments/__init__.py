@@ -1,8 +1,13 @@
 """The paper's design implications (section 5) as measured simulator experiments.
 
-Every experiment replays the real Philly jobs (the 82,247 Pollux-derived jobs
-with their VCs) on the reconstructed machines with the public VC quotas
-(:mod:`dlcluster.sim`), one *cell* per (setting, seed, load), run by
+Every experiment replays real Philly jobs on the reconstructed machines. By
+default (grids ``full`` and ``small``) that is the validated replay
+(:class:`.common.ValidatedReplay`): RFold's jobs of every status at the real
+arrival rate, with the parameters calibrated by
+:func:`dlcluster.validation.calibrate.calibrated_params` (cached, shared with
+notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
+keep the earlier setting (the 82,247 Pollux jobs, load calibrated by
+compressing arrivals). one *cell* per (setting, seed, load), run by
 :func:`dlcluster.experiments.sweep.run_sweep` through :func:`run_cell`. The five
 experiments (``experiment`` parameter of a cell):
 
@@ -22,8 +27,9 @@ experiments (``experiment`` parameter of a cell):
    (an oracle bound), all placing jobs best fit so that they differ in queue
    order, locality and preemption only.
 
-**Seeds.** The simulator is deterministic for a given workload, so a seed
-changes the workload: seed ``s`` replays a block bootstrap of the real jobs
+**Seeds.** On the validated replay seed ``s`` measures the ``s``-th window of
+the held-out span. On the Pollux grids (the simulator is deterministic for a
+given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
 keeping each job's VC, size, duration and time of day within its period) and
 seeds the failure and convergence draws. Confidence intervals across seeds
