@@ -7,7 +7,7 @@ arrival rate, with the parameters calibrated by
 :func:`dlcluster.validation.calibrate.calibrated_params` (cached, shared with
 notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
 keep the earlier setting (the 82,247 Pollux jobs, load calibrated by
-compressing arrivals). one *cell* per (setting, seed, load), run by
+compressing arrivals). One *cell* per (setting, seed, load), run by
 :func:`dlcluster.experiments.sweep.run_sweep` through :func:`run_cell`. The five
 experiments (``experiment`` parameter of a cell):
 
@@ -36,7 +36,7 @@ seeds the failure and convergence draws. Confidence intervals across seeds
 therefore say how much a result depends on which weeks of jobs the cluster
 saw. ``resample_block_days=0`` replays the trace as recorded.
 
-**Load.** The public jobs on the full reconstructed cluster keep only ~21% of
+**Load** (Pollux grids). The Pollux jobs on the full reconstructed cluster keep only ~21% of
 servers busy, against 74% in the real occupancy data (``trace.occupancy``).
 A cell's ``load`` factor compresses inter-arrival times by that factor (x1 is
 the real load); :func:`calibrated_load` finds the factor at which the
