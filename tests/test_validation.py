@@ -227,12 +227,13 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     fresh, trials = vc.calibrate(vw.first_days(warm, 3), public_trace.machines, public_trace.vc_quotas,
                                  public_trace.occupancy, waits, span["fit"], {"latency_s": (0.0, 60.0)})
     assert first.params == fresh and first.spans == span
-    pd.testing.assert_frame_equal(first.trials, trials)
+    same = [c for c in trials.columns if c != "wall_s"]   # wall time differs from run to run
+    pd.testing.assert_frame_equal(first.trials[same], trials[same])
     # read back from the cache (floats spelt differently in the grid are the same calibration)
     again = vc.calibrated_params("public", fit_days=2, grid={"latency_s": (0.0, 60.0)}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
     assert again.key == first.key and again.params == fresh and again.held_out == first.held_out
-    pd.testing.assert_frame_equal(again.trials, trials, check_dtype=False)
+    pd.testing.assert_frame_equal(again.trials, first.trials, check_dtype=False)
     assert len(again.replay.workload) == len(first.replay.workload) and len(again.full_replay.workload) == 111549
     other = vc.calibrated_params("public", fit_days=2, grid={"latency_s": [0]}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
