@@ -169,16 +169,25 @@ def test_calibrated_load_interpolates():
         E.calibrated_load(_calibration([0.2, 0.5, 0.8]), 0.9)
 
 
-def test_experiment_cells_of_the_small_grid():
-    spec = E.grid_spec("small")
-    cells = E.experiment_cells(spec, "public", "fp", [0, 1], 3.5)
-    counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
-    # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
-    # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at x1 and calibrated
-    assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
-                      "policy": 2 * len(spec.policies) * 2}
-    assert {c["load"] for c in cells if c["experiment"] != "policy"} == {3.5}
-    assert all(c["inputs"] == "fp" and c["racks"] == spec.racks for c in cells)
+def test_experiment_cells_of_the_small_grids():
+    for name, calibrated, loads in (("small", None, {1.0}), ("pollux-small", 3.5, {3.5})):
+        spec = E.grid_spec(name)
+        cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
+        counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
+        # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
+        # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at two loads
+        assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
+                          "policy": 2 * len(spec.policies) * 2}, name
+        assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
+        assert all(c["inputs"] == "fp" for c in cells)
+    validated = E.experiment_cells(E.grid_spec("small"), "public", "fp", [0], default_relax_s=60.0)
+    assert all(c["replay"] == E.grid_spec("small").replay.cell() for c in validated)
+    # the calibrated relax timeout joins the grid's and is the long-jobs arms' timeout
+    assert sorted({c["relax_after_s"] for c in validated if c["experiment"] == "locality" and c["relax_after_s"]}) \
+        == [60.0, 180.0]
+    assert {c["relax_after_s"] for c in validated if c.get("long_jobs") in ("strict", "migrate")} == {60.0}
+    with pytest.raises(ValueError, match="no calibrated factor"):
+        E.experiment_cells(E.grid_spec("pollux-small"), "public", "fp", [0])
     with pytest.raises(ValueError, match="grid must be one of"):
         E.grid_spec("huge")
 
@@ -307,3 +316,50 @@ def test_policy_and_early_stop_conclusions():
 def test_format_duration():
     assert [E.format_duration(s) for s in (45, 750, 3 * 3600, 2.5 * 86400, float("nan"))] == \
         ["45 s", "12.5 min", "3.0 h", "2.5 d", "n/a"]
+
+
+# ----------------------------------------------------------------------------- the validated replay
+
+def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
+    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import workload as vw
+
+    full = vw.rfold_replay_workload(public_trace)
+    params = vc.ReplayParams(unknown_vc_quota="demand", lending=False, relax_after_s=600.0, rack_size=32,
+                             placement="best_fit", latency_s=60.0)
+    begin = pd.Timestamp("2017-11-07 07:00", tz="UTC")
+    calibration = vc.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
+                                                          "held_out": (begin, begin + pd.Timedelta(days=30))},
+                                 {"complete_until": begin + pd.Timedelta(days=2), "occupancy_mae_pp": 1.0,
+                                  "occupancy_mae_pp_complete": 1.0, "max_median_ratio": 1.2, "max_ks": 0.1},
+                                 {"top_vcs": 5}, "k", full, full)
+    monkeypatch.setattr(E.ValidatedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
+    spec = E.ValidatedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
+    inputs = E.validated_inputs("public", spec, 1)
+    E.validated_inputs.cache_clear()
+    # machines in racks of 32, the quotas of the calibrated rule on the calibration's workload
+    assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
+    assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
+    assert len(inputs.quotas) > 11   # the VCs without a public node count got a share
+    assert inputs.options == {"lending": False, "placement": "best_fit"}
+    assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0}
+    # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
+    w = inputs.workload
+    start_s = (begin + pd.Timedelta(days=1) - w.epoch) / pd.Timedelta(seconds=1)
+    measured = w.arrival_s[inputs.measured] - 60.0
+    assert measured.min() >= start_s and measured.max() < start_s + 86400 and inputs.anchor_s == start_s + 60.0
+    window = vw.measurement_window(full, begin + pd.Timedelta(days=1), 1.0, 1.0)
+    np.testing.assert_array_equal(w.arrival_s, window.workload.arrival_s + 60.0)
+    assert inputs.measured.sum() == ((window.workload.arrival_s >= start_s)
+                                     & (window.workload.arrival_s < start_s + 86400)).sum() > 1000
+    # warm-up: the day before, and older jobs still running at the window's start
+    assert (w.arrival_s - 60.0 >= start_s - 86400).sum() < len(w)
+    # window 2 would end after the completeness horizon
+    with pytest.raises(ValueError, match="completeness horizon"):
+        E.validated_inputs("public", spec, 2)
+    E.validated_inputs.cache_clear()
+
+
+def test_scale_load_around_an_anchor():
+    w = make_workload([("a", 0, 1, 10), ("b", 100, 1, 10), ("c", 300, 1, 10)])
+    assert E.scale_load(w, 2.0, anchor_s=100.0).arrival_s.tolist() == [50.0, 100.0, 200.0]

@@ -286,3 +286,30 @@ def test_complete_log_comparison_on_a_two_job_workload():
     assert table.loc["ed69ec", "ours_fifo_jct_s"] == pytest.approx((100 + 140) / 2)
     assert table.loc["ed69ec", "helios_fifo_queue_s"] == 28
     assert excluded == {"VC without a node count (peer mode)": 1}
+
+
+def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
+    grid = {"latency_s": [0, 60]}
+    first = vc.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
+    files = list(tmp_path.glob("calibration-*.json"))
+    assert [f.name for f in files] == [f"calibration-{first.key}.json"]
+    # the same calibration by hand, as notebook 05 ran it before the cache
+    warm = vw.rfold_replay_workload(public_trace, seed=0, warmup_days=1)
+    waits, _ = vw.dre_first_waits(warm, public_trace.jobs_of("dre"))
+    span = vc.spans(public_trace.occupancy, 2, 3)
+    fresh, trials = vc.calibrate(vw.first_days(warm, 3), public_trace.machines, public_trace.vc_quotas,
+                                 public_trace.occupancy, waits, span["fit"], {"latency_s": (0.0, 60.0)})
+    assert first.params == fresh and first.spans == span
+    same = [c for c in trials.columns if c != "wall_s"]   # wall time differs from run to run
+    pd.testing.assert_frame_equal(first.trials[same], trials[same])
+    # read back from the cache (floats spelt differently in the grid are the same calibration)
+    again = vc.calibrated_params("public", fit_days=2, grid={"latency_s": (0.0, 60.0)}, replay_days=3, warmup_days=1,
+                                 cache_dir=tmp_path)
+    assert again.key == first.key and again.params == fresh and again.held_out == first.held_out
+    pd.testing.assert_frame_equal(again.trials, first.trials, check_dtype=False)
+    assert len(again.replay.workload) == len(first.replay.workload) and len(again.full_replay.workload) == 111549
+    other = vc.calibrated_params("public", fit_days=2, grid={"latency_s": [0]}, replay_days=3, warmup_days=1,
+                                 cache_dir=tmp_path)
+    assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
+    with pytest.raises(ValueError, match="not ReplayParams fields"):
+        vc.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)

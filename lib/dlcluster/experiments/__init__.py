@@ -1,8 +1,13 @@
 """The paper's design implications (section 5) as measured simulator experiments.
 
-Every experiment replays the real Philly jobs (the 82,247 Pollux-derived jobs
-with their VCs) on the reconstructed machines with the public VC quotas
-(:mod:`dlcluster.sim`), one *cell* per (setting, seed, load), run by
+Every experiment replays real Philly jobs on the reconstructed machines. By
+default (grids ``full`` and ``small``) that is the validated replay
+(:class:`.common.ValidatedReplay`): RFold's jobs of every status at the real
+arrival rate, with the parameters calibrated by
+:func:`dlcluster.validation.calibrate.calibrated_params` (cached, shared with
+notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
+keep the earlier setting (the 82,247 Pollux jobs, load calibrated by
+compressing arrivals). One *cell* per (setting, seed, load), run by
 :func:`dlcluster.experiments.sweep.run_sweep` through :func:`run_cell`. The five
 experiments (``experiment`` parameter of a cell):
 
@@ -22,15 +27,16 @@ experiments (``experiment`` parameter of a cell):
    (an oracle bound), all placing jobs best fit so that they differ in queue
    order, locality and preemption only.
 
-**Seeds.** The simulator is deterministic for a given workload, so a seed
-changes the workload: seed ``s`` replays a block bootstrap of the real jobs
+**Seeds.** On the validated replay seed ``s`` measures the ``s``-th window of
+the held-out span. On the Pollux grids (the simulator is deterministic for a
+given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
 keeping each job's VC, size, duration and time of day within its period) and
 seeds the failure and convergence draws. Confidence intervals across seeds
 therefore say how much a result depends on which weeks of jobs the cluster
 saw. ``resample_block_days=0`` replays the trace as recorded.
 
-**Load.** The public jobs on the full reconstructed cluster keep only ~21% of
+**Load** (Pollux grids). The Pollux jobs on the full reconstructed cluster keep only ~21% of
 servers busy, against 74% in the real occupancy data (``trace.occupancy``).
 A cell's ``load`` factor compresses inter-arrival times by that factor (x1 is
 the real load); :func:`calibrated_load` finds the factor at which the
@@ -51,13 +57,13 @@ from __future__ import annotations
 
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_duration,
-    load_inputs, load_key, load_label, load_order, measure, paired_change, resample_periods, rows_of,
-    scale_load, seed_ci, summarize)
+    Inputs, ValidatedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
+    resample_periods, rows_of, scale_load, seed_ci, short_duration, summarize, validated_inputs)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
 from .failures import failure_costs, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
-    GRIDS, calibrated_load, calibration_cells, experiment_cells, grid_spec, inputs_fingerprint,
+    GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, with_arms)
 from .interference import DedicatedPlacement, interference_conclusion  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ BUCKETS = ("all",) + tuple(SIZE_BUCKETS)
 BUCKET_KEYS = {"all": "all", **SIZE_BUCKET_KEYS}
 #: Modules whose source is the code version of a cell (see dlcluster.experiments.sweep).
 CODE_MODULES = ("dlcluster.experiments", "dlcluster.experiments.sweep", "dlcluster.sim", "dlcluster.trace",
+                "dlcluster.validation",
                 "dlcluster.analysis.failures", "dlcluster.analysis.convergence", "dlcluster.sources.curves",
                 "dlcluster.analysis.classify")
 
@@ -43,6 +45,16 @@ class Inputs:
     real_occupancy: float
     occupancy_window: tuple[pd.Timestamp, pd.Timestamp]
     data_label: str
+    #: simulator options every cell starts from (the validated replay: its calibrated lending and placement)
+    options: dict = field(default_factory=dict)
+    #: options of the Philly policy (the validated replay: its calibrated locality and relax timeout)
+    philly: dict = field(default_factory=dict)
+    #: the jobs measured (None: all); the others only warm the cluster up
+    measured: np.ndarray | None = None
+    #: load scaling keeps this arrival time fixed (None: the first arrival)
+    anchor_s: float | None = None
+    #: how well the replay was validated (held-out figures), None for an unvalidated replay
+    validation: str | None = None
 
 
 @functools.lru_cache(maxsize=2)
@@ -93,6 +105,90 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
                   occupancy_window=(occ["time"].min(), occ["time"].max()), data_label=label)
 
 
+@dataclass(frozen=True)
+class ValidatedReplay:
+    """Experiments on the validated replay: the calibration's inputs (notebook 05's) and the measurement windows.
+
+    Cell ``seed`` ``k`` measures the jobs submitted in the ``k``-th window of
+    ``window_days`` from the start of the held-out span (the part of the real
+    record the calibration never saw), warm-started ``window_warmup_days``
+    before; the seed also drives the failure and convergence draws. Windows
+    must end before RFold's completeness horizon (where it still holds the
+    whole demand).
+    """
+
+    fit_days: float = 35
+    replay_days: float | None = None
+    warmup_days: float | None = None        # the calibration's warm-up (None: every RFold job)
+    calibration_grid: tuple | None = None   # ((parameter, (values, ...)), ...); None: DEFAULT_GRID
+    window_days: float = 10.0
+    window_warmup_days: float = 14.0
+    vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
+
+    def cell(self) -> dict:
+        """JSON form (a cell parameter)."""
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def from_cell(cls, value: dict) -> "ValidatedReplay":
+        grid = value.get("calibration_grid")
+        return cls(**{**value, "calibration_grid": None if grid is None else
+                      tuple((k, tuple(v)) for k, v in grid)})
+
+    def calibration(self, trace: str, cache_dir=None):
+        """The cached calibration these experiments run on (:func:`dlcluster.validation.calibrate.calibrated_params`)."""
+        from ..validation.calibrate import calibrated_params
+        return calibrated_params(trace, self.fit_days, self.vc_seed,
+                                 None if self.calibration_grid is None else dict(self.calibration_grid),
+                                 self.replay_days, self.warmup_days, cache_dir=cache_dir)
+
+
+@functools.lru_cache(maxsize=8)
+def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: str | None = None) -> Inputs:
+    """Measurement window ``window`` of the validated RFold replay, set up as the calibration set it up.
+
+    Machines in the calibrated rack size, the calibrated quotas (those of the
+    VCs without a public node count shared by the calibration's workload),
+    lending and placement as simulator options, Philly's calibrated locality
+    and relax timeout, the scheduler latency added to every arrival
+    (:func:`dlcluster.validation.calibrate.replay_setup`). At the real arrival rate.
+    """
+    from ..validation.calibrate import real_occupancy, replay_setup
+    from ..validation.workload import measurement_window
+
+    calibration = spec.calibration(trace, cache_dir)
+    tr = cached_trace(trace)
+    # measured where the replay holds the whole real demand: the held-out span up to RFold's completeness horizon
+    held_begin = calibration.spans["held_out"][0]
+    held_end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
+    if int(window) != window or window < 0:
+        raise ValueError(f"window (the cell's seed) must be a non-negative integer, got {window!r}")
+    begin = held_begin + pd.Timedelta(days=spec.window_days * window)
+    end = begin + pd.Timedelta(days=spec.window_days)
+    if end > held_end:
+        raise ValueError(f"measurement window {window} ({begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M}) ends after the "
+                         f"held-out span up to RFold's completeness horizon ({held_begin:%Y-%m-%d %H:%M}.."
+                         f"{held_end:%Y-%m-%d %H:%M}): use fewer seeds or a shorter window_days")
+    replay = measurement_window(calibration.full_replay, begin, spec.window_days, spec.window_warmup_days)
+    params = calibration.params
+    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params, quota_workload=calibration.replay.workload)
+    w = setup.workload
+    # measured: the jobs submitted in the window (by their real submit, before the scheduler latency)
+    start_s = (begin - w.epoch) / pd.Timedelta(seconds=1)
+    end_s = (end - w.epoch) / pd.Timedelta(seconds=1)
+    submitted_s = replay.workload.arrival_s
+    real = real_occupancy(tr.occupancy)
+    real = real[(real.index >= begin) & (real.index < end)]
+    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the validated "
+             f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
+    return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
+                  occupancy_window=(begin, end), data_label=label,
+                  options={k: v for k, v in setup.options.items() if k in ("lending", "placement")},
+                  philly={"locality": params.locality, "relax_after_s": params.relax_after_s},
+                  measured=(submitted_s >= start_s) & (submitted_s < end_s), anchor_s=start_s + params.latency_s,
+                  validation=calibration.summary())
+
+
 def resample_periods(workload: Workload, seed: int, block_days: float) -> Workload:
     """A block bootstrap of ``workload``: its span cut into periods of about ``block_days``, drawn with replacement.
 
@@ -123,13 +219,14 @@ def resample_periods(workload: Workload, seed: int, block_days: float) -> Worklo
                    source=f"{workload.source}; {block_days:g}-day periods resampled (seed {seed})")
 
 
-def scale_load(workload: Workload, factor: float) -> Workload:
-    """Inter-arrival times divided by ``factor`` (x2 = twice the jobs per hour); the first arrival stays."""
+def scale_load(workload: Workload, factor: float, anchor_s: float | None = None) -> Workload:
+    """Inter-arrival times divided by ``factor`` (x2 = twice the jobs per hour); the arrival ``anchor_s`` stays
+    (default: the first arrival)."""
     if not factor > 0:
         raise ValueError(f"load factor must be > 0, got {factor!r}")
     if factor == 1:
         return workload
-    start = float(workload.arrival_s.min())
+    start = float(workload.arrival_s.min()) if anchor_s is None else float(anchor_s)
     return replace(workload, arrival_s=start + (workload.arrival_s - start) / factor,
                    source=f"{workload.source}; load x{factor:g}")
 
@@ -147,7 +244,8 @@ def _busy_shares(result, topology: Topology, window) -> tuple[float, float]:
     return float(busy.mean()), float((part["allocated_gpus"] / topology.total_gpus).mean())
 
 
-def measure(result, workload: Workload, extras: dict | None = None, dates_window=None) -> pd.DataFrame:
+def measure(result, workload: Workload, extras: dict | None = None, dates_window=None,
+            measured: np.ndarray | None = None) -> pd.DataFrame:
     """Per size bucket (and ``all``) and population: delays, JCT, GPU time, speed, failures; plus cluster load.
 
     Rows: ``population`` ("all jobs", and "good jobs" when ``extras["good"]``
@@ -163,6 +261,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     quality_lost_mean (early stop). Cluster columns, the same on every row:
     busy_server_share and allocated_gpu_share over the arrival span, and
     busy_server_share_dates over ``dates_window`` (NaN without one).
+    ``measured``: only these jobs are counted, and the arrival span is theirs
+    (the others warm the cluster up).
     """
     extras = extras or {}
     jobs = result.jobs
@@ -193,10 +293,11 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
         "prerun_s": prerun_s.reindex(jobs["jobid"], fill_value=0.0).to_numpy(float),
         "quality_lost": np.asarray(extras.get("quality_lost", np.full(n, np.nan)), dtype=float),
     })
-    populations = [("all jobs", np.ones(n, dtype=bool))]
+    counted = np.ones(n, dtype=bool) if measured is None else np.asarray(measured, dtype=bool)
+    populations = [("all jobs", counted)]
     if "good" in extras:
-        populations.append(("good jobs", np.asarray(extras["good"], dtype=bool)))
-    arrival = workload.arrival_s
+        populations.append(("good jobs", counted & np.asarray(extras["good"], dtype=bool)))
+    arrival = workload.arrival_s[counted]
     busy, allocated = _busy_shares(result, result.topology, (float(arrival.min()), float(arrival.max())))
     busy_dates = _busy_shares(result, result.topology, dates_window)[0] if dates_window else float("nan")
     rows = []

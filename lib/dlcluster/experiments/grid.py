@@ -14,12 +14,14 @@ from ..sim.failures import RETRY_PRESETS
 from .common import (
     EXPERIMENTS,
     Inputs,
+    ValidatedReplay,
     load_inputs,
     load_key,
     load_label,
     measure,
     resample_periods,
     scale_load,
+    validated_inputs,
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
@@ -30,19 +32,25 @@ from .policies import POLICY_NAMES
 
 
 def inputs_fingerprint(trace: str, max_jobs: int | None = None, racks: int | None = None,
-                       start: str | None = None, curve_source: str = "pollux") -> str:
+                       start: str | None = None, curve_source: str = "pollux",
+                       replay: ValidatedReplay | None = None, cache_dir: str | None = None) -> str:
     """sha256 of everything a cell reads besides code: jobs, machines, quotas, occupancy, failure fit, curves.
 
-    Put it in every cell so that the sweep cache notices changed data.
+    Put it in every cell so that the sweep cache notices changed data. With
+    ``replay`` (the validated replay), the jobs, machines and parameters are
+    those the calibration's cache key covers.
     """
-    inputs = load_inputs(trace, max_jobs, racks, start)
-    w = inputs.workload
     digest = hashlib.sha256()
-    for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    digest.update("\x1f".join(map(str, w.vc)).encode())
-    digest.update(json.dumps([inputs.topology.server_gpus, inputs.topology.server_rack, inputs.quotas,
-                              inputs.real_occupancy], sort_keys=True).encode())
+    if replay is not None:
+        digest.update(replay.calibration(trace, cache_dir).key.encode())
+    else:
+        inputs = load_inputs(trace, max_jobs, racks, start)
+        w = inputs.workload
+        for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update("\x1f".join(map(str, w.vc)).encode())
+        digest.update(json.dumps([inputs.topology.server_gpus, inputs.topology.server_rack, inputs.quotas,
+                                  inputs.real_occupancy], sort_keys=True).encode())
     digest.update(json.dumps(fitted_failure_spec(trace), sort_keys=True, default=str).encode())
     digest.update(pd.util.hash_pandas_object(early_stop_points(curve_source, 0.001)).to_numpy().tobytes())
     return digest.hexdigest()[:16]
@@ -65,16 +73,38 @@ class GridSpec:
     experiment_loads: tuple  # experiments 1-4
     policy_loads: tuple      # experiment 5
     oracle_loads: tuple      # the loads at which SRTF runs (its preemptions make heavy loads slow to simulate)
+    #: the validated replay (real load, calibrated parameters); None: the Pollux jobs, load calibrated by compression
+    replay: ValidatedReplay | None = None
+    #: extra scaled loads for some of experiments 1-4, a sensitivity axis: ((experiment, (factor, ...)), ...)
+    sensitivity: tuple = ()
 
 
 GRIDS = {
-    # 3,000 jobs from the first day of the occupancy data on 8 racks (838 GPUs): a quick run, not a result
-    "small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
+    # the validated replay at the real load: three 6-day measurement windows of the held-out span (one per seed,
+    # before RFold's completeness horizon), each warm-started two weeks before; policies also at loads x0.8 and
+    # x1.25 (sensitivity). About 100 simulations of ~3 s: a few minutes on 2 cores
+    "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
+                     relax_after_s=(60.0, 180.0, 900.0), tolerances=(0.001, 0.01, 0.05),
+                     failure_models=("fitted",), policies=tuple(POLICY_NAMES),
+                     experiment_loads=("real",), policy_loads=("real", 0.8, 1.25), oracle_loads=("real",),
+                     replay=ValidatedReplay(window_days=6.0, window_warmup_days=14.0)),
+    # notebook 05's small calibration (7 fit days, 12 days replayed), 1-day windows warm-started 1 day before:
+    # a quick run, not a result
+    "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
+                      relax_after_s=(180.0,), tolerances=(0.01,), failure_models=("illustrative",),
+                      policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
+                      oracle_loads=(),
+                      replay=ValidatedReplay(fit_days=7, replay_days=12, warmup_days=7,
+                                             calibration_grid=(("latency_s", (0.0, 60.0)),), window_days=1.0,
+                                             window_warmup_days=1.0)),
+    # before the validated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
+    # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks
+    "pollux-small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
                       calibration_loads=(1.0, 2.0, 4.0, 8.0),
                       relax_after_s=(180.0,), tolerances=(0.01,), failure_models=("illustrative",),
                       policies=("fifo", "philly", "las"), experiment_loads=("calibrated",),
                       policy_loads=("real", "calibrated"), oracle_loads=()),
-    "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=7.0,
+    "pollux-full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=7.0,
                      calibration_loads=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),
                      relax_after_s=(60.0, 180.0, 900.0, 3600.0), tolerances=(0.001, 0.01, 0.05),
                      failure_models=("fitted", "illustrative"), policies=tuple(POLICY_NAMES),
@@ -89,7 +119,9 @@ def grid_spec(name: str) -> GridSpec:
     return GRIDS[name]
 
 
-def _scope(spec: GridSpec) -> dict:
+def _scope(spec: GridSpec, calibration_cache: str | None = None) -> dict:
+    if spec.replay is not None:
+        return {"replay": spec.replay.cell(), "calibration_cache": calibration_cache}
     return {"start": spec.start, "max_jobs": spec.max_jobs, "racks": spec.racks}
 
 
@@ -101,16 +133,25 @@ def calibration_cells(spec: GridSpec, trace: str, fingerprint: str) -> list[dict
                         "resample_block_days": 0, "load_setting": "calibration", "inputs": fingerprint})
 
 
-def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibrated: float) -> list[dict]:
-    """The cells of the five experiments at their load settings (``calibrated``: the calibrated factor)."""
+def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibrated: float | None = None,
+                     default_relax_s: float = 180.0, calibration_cache: str | None = None) -> list[dict]:
+    """The cells of the five experiments at their load settings.
+
+    ``calibrated``: the load factor calibrated to the real occupancy (the
+    Pollux grids); ``default_relax_s``: Philly's relax timeout (the validated
+    replay's calibrated one), always among the locality timeouts;
+    ``calibration_cache``: where the validated replay's calibration is cached.
+    """
     from .sweep import expand_grid
 
     seeds = [int(s) for s in seeds]
-    common = {"trace": trace, **_scope(spec), "resample_block_days": spec.resample_block_days,
+    common = {"trace": trace, **_scope(spec, calibration_cache), "resample_block_days": spec.resample_block_days,
               "inputs": fingerprint}
     cells = []
 
     def resolve(load):
+        if load == "calibrated" and calibrated is None:
+            raise ValueError("the grid asks for the calibrated load but no calibrated factor was given")
         if load in ("real", "calibrated"):
             return load, 1.0 if load == "real" else float(calibrated)
         return "scaled", float(load)
@@ -121,15 +162,25 @@ def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibr
                                      {**common, **(fixed or {}), "experiment": experiment,
                                       "load_setting": setting, "load": factor}))
 
-    loads = [resolve(lo) for lo in spec.experiment_loads]
-    add("locality", loads, {"locality": ["strict", "any"]}, {"relax_after_s": None, "long_jobs": "as-others"})
-    add("locality", loads, {"relax_after_s": list(spec.relax_after_s)}, {"locality": "relax", "long_jobs": "as-others"})
-    add("locality", loads, {"long_jobs": ["strict", "migrate"]}, {"locality": "relax", "relax_after_s": 180.0})
-    add("interference", loads, {"placement": ["pack", "spread"], "migration": [False, True]})
-    add("interference", loads, {"placement": ["dedicated"]}, {"migration": False})
-    add("failures", loads, {"failure_model": list(spec.failure_models),
-                            "retry": ["none", "philly", "adaptive", "prerun"]})
-    add("early_stop", loads, {"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
+    base = [resolve(lo) for lo in spec.experiment_loads]
+    extra = dict(spec.sensitivity)
+    unknown = set(extra) - {"locality", "interference", "failures", "early_stop"}
+    if unknown:
+        raise ValueError(f"sensitivity loads are for experiments 1-4, got {sorted(unknown)}")
+
+    def loads(experiment):
+        return base + [resolve(float(f)) for f in extra.get(experiment, ())]
+
+    relax = sorted({*map(float, spec.relax_after_s), float(default_relax_s)})
+    add("locality", loads("locality"), {"locality": ["strict", "any"]}, {"relax_after_s": None, "long_jobs": "as-others"})
+    add("locality", loads("locality"), {"relax_after_s": relax}, {"locality": "relax", "long_jobs": "as-others"})
+    add("locality", loads("locality"), {"long_jobs": ["strict", "migrate"]},
+        {"locality": "relax", "relax_after_s": float(default_relax_s)})
+    add("interference", loads("interference"), {"placement": ["pack", "spread"], "migration": [False, True]})
+    add("interference", loads("interference"), {"placement": ["dedicated"]}, {"migration": False})
+    add("failures", loads("failures"), {"failure_model": list(spec.failure_models),
+                                        "retry": ["none", "philly", "adaptive", "prerun"]})
+    add("early_stop", loads("early_stop"), {"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
     for load in spec.policy_loads:
         policies = [p for p in spec.policies if p != "srtf" or load in spec.oracle_loads]
         add("policy", [resolve(load)], {"policy": policies})
@@ -156,15 +207,23 @@ def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
                      f"{np.round(y, 3).tolist()} at load factors {x.tolist()}: widen calibration_loads")
 
 
-def simulation_options(cell: dict, workload: Workload) -> tuple[object, dict, Workload, dict]:
-    """Policy, simulator options, the workload (possibly with convergence points) and per-job extras."""
+def simulation_options(cell: dict, workload: Workload, philly: dict | None = None) -> tuple[object, dict, Workload, dict]:
+    """Policy, simulator options, the workload (possibly with convergence points) and per-job extras.
+
+    ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the validated replay's calibrated ones).
+    """
     experiment = cell["experiment"]
+    philly = dict(philly or {})
     extras = {}
     options = {}
+    if experiment in ("locality", "interference"):
+        # they compare placements, so they need the slowdown model (on the validated replay, whose real durations
+        # already hold the real placements' slowdown, it comes on top: compare arms, not absolute levels)
+        options["slowdown"] = "default"
     if experiment in ("calibrate", "failures", "early_stop"):
-        policy = make_policy("philly")
+        policy = make_policy("philly", **philly)
     elif experiment == "locality":
-        relax_after = float(cell.get("relax_after_s") or 180.0)
+        relax_after = float(cell.get("relax_after_s") or philly.get("relax_after_s", 180.0))
         long_jobs = cell.get("long_jobs", "as-others")
         if long_jobs == "strict":
             policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after)
@@ -175,7 +234,7 @@ def simulation_options(cell: dict, workload: Workload) -> tuple[object, dict, Wo
         elif long_jobs not in ("as-others", "strict"):
             raise ValueError(f"long_jobs must be 'as-others', 'strict' or 'migrate', got {long_jobs!r}")
     elif experiment == "interference":
-        policy = make_policy("philly")
+        policy = make_policy("philly", **philly)
         placement = cell["placement"]
         if placement not in ("pack", "spread", "dedicated"):
             raise ValueError(f"placement must be 'pack', 'spread' or 'dedicated', got {placement!r}")
@@ -185,7 +244,7 @@ def simulation_options(cell: dict, workload: Workload) -> tuple[object, dict, Wo
     elif experiment == "policy":
         # every policy places best fit, so that the comparison is of queue order, locality and preemption
         # (Philly's own most-free rule is compared with best fit in the interference experiment)
-        policy = make_policy(cell["policy"])
+        policy = make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {}))
         options["placement"] = "best_fit"
     else:
         raise ValueError(f"unknown experiment {experiment!r}; choose from {EXPERIMENTS}")
@@ -211,17 +270,28 @@ def simulation_options(cell: dict, workload: Workload) -> tuple[object, dict, Wo
 def run_cell(cell: dict) -> pd.DataFrame:
     """Run one cell (the sweep function): simulate and measure. See :data:`EXPERIMENTS` for ``experiment``.
 
-    Common parameters: ``trace``, ``max_jobs``, ``racks``, ``seed``, ``resample_block_days``, ``load``.
+    Common parameters: ``trace``, ``seed``, ``resample_block_days``, ``load``, and either ``replay`` (the
+    validated replay, :class:`ValidatedReplay` as a dict; ``seed`` picks its measurement window) with
+    ``calibration_cache``, or ``max_jobs``, ``racks``, ``start`` (the Pollux jobs).
     """
-    inputs = load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
+    inputs = cell_inputs(cell)
     workload = resample_periods(inputs.workload, int(cell["seed"]), float(cell.get("resample_block_days", 0)))
-    workload = scale_load(workload, float(cell["load"]))
-    policy, options, workload, extras = simulation_options(cell, workload)
-    result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]), **options)
+    workload = scale_load(workload, float(cell["load"]), inputs.anchor_s)
+    policy, options, workload, extras = simulation_options(cell, workload, inputs.philly)
+    result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
+                      **{**inputs.options, **options})
     window = None
     if cell["experiment"] == "calibrate":
         window = _dates_window(inputs, workload, float(cell["load"]))
-    return measure(result, workload, extras, window)
+    return measure(result, workload, extras, window, inputs.measured)
+
+
+def cell_inputs(cell: dict) -> Inputs:
+    """The inputs a cell replays: a window of the validated replay (``replay`` given) or the Pollux jobs."""
+    if cell.get("replay") is not None:
+        return validated_inputs(cell["trace"], ValidatedReplay.from_cell(cell["replay"]), int(cell["seed"]),
+                                cell.get("calibration_cache"))
+    return load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
 
 
 def _dates_window(inputs: Inputs, workload: Workload, factor: float):

@@ -27,7 +27,6 @@ returned, with the cell's parameters as columns, in the order of ``cells``
 from __future__ import annotations
 
 import hashlib
-import importlib
 import itertools
 import json
 import os
@@ -42,6 +41,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ..codeversion import code_version  # noqa: F401  (part of this module's API)
 from ..report.progress import emit as emit_progress
 
 #: Columns run_sweep adds to each row: the cell's position in the grid and its cache key.
@@ -88,24 +88,6 @@ def _canonical(params: Mapping) -> str:
         return json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"sweep cell parameters must be JSON-serialisable (no NaN): {params!r}: {exc}") from None
-
-
-def _module_files(name: str) -> list[Path]:
-    module = importlib.import_module(name)
-    path = Path(module.__file__)
-    if path.name == "__init__.py":
-        return sorted(path.parent.rglob("*.py"))
-    return [path]
-
-
-def code_version(modules: Iterable[str]) -> str:
-    """sha256 over the source of these modules (a package counts with all its ``.py`` files)."""
-    digest = hashlib.sha256()
-    files = sorted({f.resolve() for name in modules for f in _module_files(name)})
-    for file in files:
-        digest.update(file.name.encode())
-        digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def cell_key(params: Mapping, version: str) -> str:

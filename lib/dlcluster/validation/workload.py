@@ -177,6 +177,17 @@ def first_days(replay: ReplayWorkload, days: float | None) -> ReplayWorkload:
     return out
 
 
+def measurement_window(replay: ReplayWorkload, start: pd.Timestamp, days: float, warmup_days: float) -> ReplayWorkload:
+    """The jobs to replay for a measurement window of ``days`` from ``start``, warm-started ``warmup_days`` before.
+
+    Jobs submitted in the warm-up or the window, and earlier jobs still running
+    at ``start``; the result's ``measure_start`` is ``start``.
+    """
+    shifted = ReplayWorkload(replay.workload, replay.vc_source, replay.dre_jobid, pd.Timestamp(start),
+                             dict(replay.info))
+    return first_days(_warm(shifted, warmup_days), days)
+
+
 def _warm(replay: ReplayWorkload, warmup_days: float | None) -> ReplayWorkload:
     w = replay.workload
     start_s = (replay.measure_start - w.epoch) / pd.Timedelta(seconds=1)
