@@ -7,8 +7,9 @@ CI and failed for a new user following the README.)
 import os
 import re
 import shlex
+from pathlib import Path
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[1]
 
 # Shell set-up lines that install nothing and run nothing, allowed before the README's command.
 SHELL_SETUP = re.compile(r"^(set -[a-z]+( [a-z]+)*|cd .+)$")

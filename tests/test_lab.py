@@ -21,12 +21,10 @@ import uuid
 from pathlib import Path
 
 import nbformat
-import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from conftest import REPO
-
+REPO = Path(__file__).resolve().parents[1]
 KERNEL = "dlcluster"
 STARTUP_S = 40
 
