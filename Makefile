@@ -14,12 +14,13 @@ STAMP  := $(VENV)/.installed
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv and install the project (editable) with its pinned dependencies
+setup: $(STAMP) ## create .venv, install the project (editable) with its pinned dependencies and its Jupyter kernel
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name dlcluster --display-name "Python (dlcluster)" >/dev/null
 	@touch $@
 
 reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ (+ HTML, figures, results.json); V=1 shows everything
@@ -42,8 +43,9 @@ failure-corpus: setup ## rebuild data/failure_logs by running small programs tha
 	$(BIN)/python -m pip install --quiet -e '.[failure-corpus]'
 	$(BIN)/python scripts/make_failure_corpus.py --mpi-bin $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 
-lab: setup ## open JupyterLab on the notebooks
-	$(BIN)/jupyter lab notebooks/
+# tests/test_lab.py starts the server with this recipe line (plus --no-browser, a token and a port).
+lab: setup ## open JupyterLab on the notebooks, with the kernel "Python (dlcluster)"
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --MappingKernelManager.default_kernel_name=dlcluster
 
 bench: setup ## speed and memory benchmarks, results in bench/results/ (~15-25 min, ~8 GB free disk)
 	@mkdir -p bench/results

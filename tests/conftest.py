@@ -1,9 +1,28 @@
+import importlib.util
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]  # tests/test_markers.py runs pytest on the hooks below
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# What the README names optional: a test marked with one of these markers is skipped, with the
+# reason and how to enable it, when its module is not importable. Every other dependency of the
+# tests is in the `test` extra that `make test` installs, so nothing else may skip.
+OPTIONAL_MARKERS = {
+    "torch": ("torch", "needs PyTorch: pip install -e '.[torch]' (CI installs it)"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = {marker: reason for marker, (module, reason) in OPTIONAL_MARKERS.items()
+               if importlib.util.find_spec(module) is None}
+    for item in items:
+        for marker, reason in missing.items():
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")

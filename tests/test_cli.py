@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 
 def run(*args):
@@ -25,3 +26,14 @@ def test_philly_without_make_data_explains(tmp_path):
     res = subprocess.run([sys.executable, "-m", "dlcluster.cli", "summary", "philly"], capture_output=True,
                          text=True, env=env)
     assert res.returncode == 2 and "run `make data`" in res.stderr
+
+
+def test_python_m_dlcluster_works_like_the_dlcluster_script(tmp_path):
+    script = Path(sys.executable).with_name("dlcluster")  # installed by `make setup` beside the venv's python
+    as_script = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    as_module = subprocess.run([sys.executable, "-m", "dlcluster", "--help"], capture_output=True, text=True)
+    assert as_module.returncode == as_script.returncode == 0, as_module.stderr
+    assert as_module.stdout == as_script.stdout and as_module.stdout.startswith("usage: dlcluster ")
+    failed = subprocess.run([sys.executable, "-m", "dlcluster", "summary", str(tmp_path / "missing")],
+                            capture_output=True, text=True)
+    assert failed.returncode == 2 and "expected 'public', 'philly' or a directory" in failed.stderr

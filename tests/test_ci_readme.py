@@ -1,0 +1,62 @@
+"""CI runs the README's test command first, on the clean checkout, so the README's path is what CI tests.
+
+(Issue 11: `.ci/run` installed the extras before `make test`, so a test needing an extra passed in
+CI and failed for a new user following the README.)
+"""
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Shell set-up lines that install nothing and run nothing, allowed before the README's command.
+SHELL_SETUP = re.compile(r"^(set -[a-z]+( [a-z]+)*|cd .+)$")
+
+
+def readme_commands(text: str) -> list[str]:
+    """The commands of the first `sh` block under "## Two commands", comments dropped."""
+    section = text.split("\n## Two commands\n", 1)
+    assert len(section) == 2, 'README.md has no "## Two commands" section'
+    block = re.search(r"```sh\n(.*?)```", section[1], re.S)
+    assert block, 'README.md\'s "## Two commands" section has no ```sh block'
+    return [cmd for line in block.group(1).splitlines() if (cmd := _command(line))]
+
+
+def ci_commands(text: str) -> list[str]:
+    """The commands `.ci/run` runs, in order, after its shell set-up lines."""
+    commands = [cmd for line in text.splitlines() if (cmd := _command(line))]
+    while commands and SHELL_SETUP.match(commands[0]):
+        commands.pop(0)
+    return commands
+
+
+def _command(line: str) -> str:
+    """A shell line without its comment, its words separated by one space."""
+    return " ".join(shlex.split(line, comments=True))
+
+
+def test_readme_gives_the_two_commands():
+    commands = readme_commands((REPO / "README.md").read_text())
+    assert "make reports" in commands and "make test" in commands, commands
+
+
+def test_ci_runs_the_readme_test_command_first():
+    readme = readme_commands((REPO / "README.md").read_text())
+    [test_command] = [cmd for cmd in readme if cmd.split()[-1] == "test"]
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci.splitlines()
+    assert os.access(REPO / ".ci" / "run", os.X_OK)
+    commands = ci_commands(ci)
+    assert commands[:1] == [test_command], (
+        f".ci/run must first run the README's test command {test_command!r} on the clean checkout; "
+        f"its first command is {commands[:1]}")
+
+
+def test_the_parsers_see_what_a_reader_sees():
+    readme = "intro\n\n## Two commands\n\n```sh\nmake reports   # all\nmake  test     # tests\n```\n\n```sh\nx\n```\n"
+    assert readme_commands(readme) == ["make reports", "make test"]
+    ci = ("#!/usr/bin/env bash\n# comment\nset -euo pipefail\ncd \"$(dirname \"$0\")/..\"\n\n"
+          "pip install -e '.[torch]'\nmake test\n")
+    assert ci_commands(ci) == ["pip install -e .[torch]", "make test"]
