@@ -99,3 +99,10 @@ def test_invalid_results_json_is_reported(tmp_path):
     (tmp_path / "12-bad" / "results.json").write_text("{not json")
     page = write_index(tmp_path, params, [nb], command=["x"]).read_text()
     assert "is not valid JSON" in page
+
+
+def test_a_relative_output_dir_is_the_repositorys_wherever_the_kernel_runs(tmp_path, monkeypatch):
+    from dlcluster.paths import repo_root
+    monkeypatch.chdir(tmp_path)   # JupyterLab starts kernels in notebooks/
+    rep = Report("reports/adhoc/09-x", "09-x")
+    assert rep.output_dir == repo_root() / "reports" / "adhoc" / "09-x"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_write_text, umask_mode
+from ..paths import repo_root
 from .reference import check_keys, comparison_rows, published_vs_ours
 
 
@@ -39,7 +40,8 @@ class Report:
     """Collects a notebook's figures and key numbers."""
 
     def __init__(self, output_dir: str | Path, notebook: str, params: dict | None = None):
-        self.output_dir = Path(output_dir)
+        # a relative folder is the repository's, wherever the kernel runs (JupyterLab starts it in notebooks/)
+        self.output_dir = Path(output_dir) if Path(output_dir).is_absolute() else repo_root() / output_dir
         self.figures_dir = self.output_dir / "figures"
         self.figures_dir.mkdir(parents=True, exist_ok=True)
         self.notebook = notebook
