@@ -59,6 +59,20 @@ _DRE_KINDS = {("gpu", "utilization"): "gpu", ("cpu", "utilization"): "cpu", ("cp
 _MINUTES = [str(m) for m in range(-10, 4)]
 
 
+def _quarantine_rows(raw: pd.DataFrame, checks: list, file: str, quality: QualityReport) -> pd.Series:
+    """Apply ``(bad mask, reason)`` checks in order: a row fails at most once, counted (the first 5 with their line)."""
+    keep = pd.Series(True, index=raw.index)
+    for bad, reason in checks:
+        bad = bad & keep
+        for i in raw.index[bad][:5]:
+            quality.quarantine(file, reason, n=0, where=f"line {i + 2}")
+        if bad.any():
+            quality.quarantine(file, reason, n=int(bad.sum()))
+        keep &= ~bad
+    quality.loaded(file, int(keep.sum()))
+    return keep
+
+
 def read_pollux_jobs(path: Path, quality: QualityReport) -> pd.DataFrame:
     file = path.name
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -76,15 +90,7 @@ def read_pollux_jobs(path: Path, quality: QualityReport) -> pd.DataFrame:
         (gpus.isna() | (gpus < 1) | (gpus % 1 != 0), "num_gpus not a positive integer"),
         (raw["cluster"].str.strip() == "", "empty cluster (VC)"),
     ]
-    keep = pd.Series(True, index=raw.index)
-    for bad, reason in checks:
-        bad = bad & keep
-        for i in raw.index[bad][:5]:
-            quality.quarantine(file, reason, n=0, where=f"line {i + 2}")
-        if bad.any():
-            quality.quarantine(file, reason, n=int(bad.sum()))
-        keep &= ~bad
-    quality.loaded(file, int(keep.sum()))
+    keep = _quarantine_rows(raw, checks, file, quality)
     quality.flag(file, "timestamp in the repeated DST hour (read as PDT)", int((ambiguous & keep).sum()))
     inconsistent = keep & ((gpu_time - duration * gpus).abs() > 1e-6 * (1 + duration * gpus))
     quality.flag(file, "gpu_time != duration x num_gpus (kept as given)", int(inconsistent.sum()))
@@ -127,15 +133,7 @@ def read_rfold_jobs(path: Path, quality: QualityReport) -> pd.DataFrame:
         (gpus.isna() | (gpus < 1) | (gpus % 1 != 0), "size not a positive integer"),
         (duration.isna() | (duration < 0), "duration not a non-negative number"),
     ]
-    keep = pd.Series(True, index=raw.index)
-    for bad, reason in checks:
-        bad = bad & keep
-        for i in raw.index[bad][:5]:
-            quality.quarantine(file, reason, n=0, where=f"line {i + 2}")
-        if bad.any():
-            quality.quarantine(file, reason, n=int(bad.sum()))
-        keep &= ~bad
-    quality.loaded(file, int(keep.sum()))
+    keep = _quarantine_rows(raw, checks, file, quality)
     quality.flag(file, "duration 0 s (kept: a job that ended at once)", int((keep & (duration == 0)).sum()))
     return pd.DataFrame({
         "rfold_id": job[keep].astype("int64").to_numpy(),
