@@ -99,13 +99,19 @@ def test_workload_from_raw_job_log(raw_small):
                         "start or end unknown (e.g. still running at the trace's end)": 2}
 
 
-def test_dre_first_waits_use_the_matched_duration():
+def _replay_of_two_dre_jobs(arrival_s, num_gpus, service_s):
+    """Replay jobs r0, r1 of VC "a" from 2017-10-01 UTC, matched to the DRE records d0, d1."""
     epoch = pd.Timestamp("2017-10-01", tz="UTC")
     w = Workload(jobid=np.array(["r0", "r1"], dtype=object), vc=np.array(["a", "a"], dtype=object),
-                 user=np.array([None, None], dtype=object), arrival_s=np.array([0.0, 0.0]),
-                 num_gpus=np.array([2, 4]), service_s=np.array([1000.0, 500.0]), epoch=epoch)
-    rep = vw.ReplayWorkload(w, np.array(["dre record"] * 2, dtype=object), np.array(["d0", "d1"], dtype=object),
-                            epoch)
+                 user=np.array([None, None], dtype=object), arrival_s=np.array(arrival_s),
+                 num_gpus=np.array(num_gpus), service_s=np.array(service_s), epoch=epoch)
+    return vw.ReplayWorkload(w, np.array(["dre record"] * 2, dtype=object), np.array(["d0", "d1"], dtype=object),
+                             epoch)
+
+
+def test_dre_first_waits_use_the_matched_duration():
+    epoch = pd.Timestamp("2017-10-01", tz="UTC")
+    rep = _replay_of_two_dre_jobs(arrival_s=[0.0, 0.0], num_gpus=[2, 4], service_s=[1000.0, 500.0])
     dre = pd.DataFrame({"jobid": ["d0", "d1", "d2"], "vc": ["a", "a", "b"], "num_gpus": [2, 4, 8],
                         "submitted": [epoch] * 3,
                         "last_end": [epoch + pd.Timedelta(seconds=1100), epoch + pd.Timedelta(seconds=400),
@@ -228,12 +234,7 @@ def test_scheduler_latency_median_spread_and_determinism():
 
 def _two_job_replay(params):
     """Two 8-GPU jobs on one 8-GPU server: the second waits for the first (1000 s of service)."""
-    epoch = pd.Timestamp("2017-10-01", tz="UTC")
-    w = Workload(jobid=np.array(["r0", "r1"], dtype=object), vc=np.array(["a", "a"], dtype=object),
-                 user=np.array([None, None], dtype=object), arrival_s=np.array([0.0, 10.0]),
-                 num_gpus=np.array([8, 8]), service_s=np.array([1000.0, 1000.0]), epoch=epoch)
-    rep = vw.ReplayWorkload(w, np.array(["dre record"] * 2, dtype=object), np.array(["d0", "d1"], dtype=object),
-                            epoch)
+    rep = _replay_of_two_dre_jobs(arrival_s=[0.0, 10.0], num_gpus=[8, 8], service_s=[1000.0, 1000.0])
     machines = pd.DataFrame({"machine": ["m0"], "num_gpus": [8]})
     quotas = pd.DataFrame({"vc": ["a"], "nodes": [1], "gpus": [8]})
     return vc.run_replay(rep, machines, quotas, params)
