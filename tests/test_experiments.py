@@ -322,13 +322,14 @@ def test_format_duration():
 
 def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
     from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
 
     full = vw.rfold_replay_workload(public_trace)
     params = vc.ReplayParams(unknown_vc_quota="demand", lending=False, relax_after_s=600.0, rack_size=32,
                              placement="best_fit", latency_s=60.0)
     begin = pd.Timestamp("2017-11-07 07:00", tz="UTC")
-    calibration = vc.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
+    calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
                                                           "held_out": (begin, begin + pd.Timedelta(days=30))},
                                  {"complete_until": begin + pd.Timedelta(days=2), "occupancy_mae_pp": 1.0,
                                   "occupancy_mae_pp_complete": 1.0, "max_median_ratio": 1.2, "max_ks": 0.1},

@@ -8,6 +8,7 @@ from dlcluster.sim.workload import Workload
 from dlcluster.trace import load_trace
 from dlcluster.trace.times import to_local_naive
 from dlcluster.validation import calibrate as vc
+from dlcluster.validation import calibration as vcache
 from dlcluster.validation import jobsets as js
 from dlcluster.validation import workload as vw
 
@@ -291,7 +292,7 @@ def test_complete_log_comparison_on_a_two_job_workload():
 
 def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     grid = {"latency_s": [0, 60]}
-    first = vc.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
+    first = vcache.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
     files = list(tmp_path.glob("calibration-*.json"))
     assert [f.name for f in files] == [f"calibration-{first.key}.json"]
     # the same calibration by hand, as notebook 05 ran it before the cache
@@ -304,13 +305,13 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     same = [c for c in trials.columns if c != "wall_s"]   # wall time differs from run to run
     pd.testing.assert_frame_equal(first.trials[same], trials[same])
     # read back from the cache (floats spelt differently in the grid are the same calibration)
-    again = vc.calibrated_params("public", fit_days=2, grid={"latency_s": (0.0, 60.0)}, replay_days=3, warmup_days=1,
+    again = vcache.calibrated_params("public", fit_days=2, grid={"latency_s": (0.0, 60.0)}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
     assert again.key == first.key and again.params == fresh and again.held_out == first.held_out
     pd.testing.assert_frame_equal(again.trials, first.trials, check_dtype=False)
     assert len(again.replay.workload) == len(first.replay.workload) and len(again.full_replay.workload) == 111549
-    other = vc.calibrated_params("public", fit_days=2, grid={"latency_s": [0]}, replay_days=3, warmup_days=1,
+    other = vcache.calibrated_params("public", fit_days=2, grid={"latency_s": [0]}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
     assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
     with pytest.raises(ValueError, match="not ReplayParams fields"):
-        vc.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)
+        vcache.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)

@@ -1,7 +1,7 @@
 """The code version of a cached result: a hash of the source files of the modules that compute it.
 
 Shared by the experiment sweep's cell cache (:mod:`dlcluster.experiments.sweep`) and the cached
-calibration (:func:`dlcluster.validation.calibrate.calibrated_params`): editing the code that made a
+calibration (:func:`dlcluster.validation.calibration.calibrated_params`): editing the code that made a
 cached result invalidates it.
 """
 

@@ -4,7 +4,7 @@ Every experiment replays real Philly jobs on the reconstructed machines. By
 default (grids ``full`` and ``small``) that is the validated replay
 (:class:`.common.ValidatedReplay`): RFold's jobs of every status at the real
 arrival rate, with the parameters calibrated by
-:func:`dlcluster.validation.calibrate.calibrated_params` (cached, shared with
+:func:`dlcluster.validation.calibration.calibrated_params` (cached, shared with
 notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
 keep the earlier setting (the 82,247 Pollux jobs, load calibrated by
 compressing arrivals). One *cell* per (setting, seed, load), run by

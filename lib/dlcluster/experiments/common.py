@@ -136,8 +136,8 @@ class ValidatedReplay:
                       tuple((k, tuple(v)) for k, v in grid)})
 
     def calibration(self, trace: str, cache_dir=None):
-        """The cached calibration these experiments run on (:func:`dlcluster.validation.calibrate.calibrated_params`)."""
-        from ..validation.calibrate import calibrated_params
+        """The cached calibration these experiments run on (:func:`dlcluster.validation.calibration.calibrated_params`)."""
+        from ..validation.calibration import calibrated_params
         return calibrated_params(trace, self.fit_days, self.vc_seed,
                                  None if self.calibration_grid is None else dict(self.calibration_grid),
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)

@@ -22,11 +22,8 @@ real GPU-minutes at 0% utilization (the only cluster-wide GPU figure public).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -464,109 +461,3 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
         row["wall_s"] = rep.result.summary["wall_s"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("variant"), replays
-
-
-# --------------------------------------------------------------------------- one calibration per input, cached
-
-#: Modules whose source is the code version of a cached calibration.
-CALIBRATION_CODE = ("dlcluster.validation", "dlcluster.sim", "dlcluster.trace")
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A calibration's outcome: the fitted parameters, every trial, the spans, the held-out headline figures.
-
-    ``replay``: the workload it was fitted on; ``full_replay``: every RFold job
-    (not cut to the warm-up and ``replay_days``). Both are rebuilt on each
-    call, never cached.
-    """
-
-    params: ReplayParams
-    trials: pd.DataFrame
-    spans: dict
-    held_out: dict
-    settings: dict
-    key: str
-    replay: ReplayWorkload
-    full_replay: ReplayWorkload
-
-    def summary(self) -> str:
-        """The held-out validation in one clause, each figure beside its target."""
-        h = self.held_out
-        return (f"held-out occupancy MAE {h['occupancy_mae_pp']:.1f} points ({h['occupancy_mae_pp_complete']:.1f} "
-                f"up to RFold's completeness horizon; target 5), largest median-wait ratio "
-                f"{h['max_median_ratio']:.2f} (target 1.5), largest KS of the {self.settings['top_vcs']} largest "
-                f"VCs {h['max_ks']:.2f} (target 0.15)")
-
-
-def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0, grid: dict | None = None,
-                      replay_days: float | None = None, warmup_days: float | None = None, top_vcs: int = 5,
-                      cache_dir=None) -> Calibration:
-    """:func:`calibrate` on the first ``fit_days`` of the occupancy data, with the held-out figures; cached.
-
-    The same inputs as notebook 05: RFold's jobs on the calendar (VC draws
-    seeded with ``seed``), cut to ``replay_days`` with ``warmup_days`` of
-    warm-up, the DRE records' first-attempt waits, ``grid`` (None:
-    :data:`DEFAULT_GRID`). The result is kept in ``cache_dir`` (default
-    ``reports/.sweep-cache``) as ``calibration-<key>.json``, ``key`` = sha256
-    of the arguments, a fingerprint of every input table and the code version
-    (:data:`CALIBRATION_CODE`), so notebooks 05 and 06 share one calibration
-    per input and any change of data or code recalibrates.
-    """
-    from ..atomic import atomic_write_text
-    from ..codeversion import code_version
-    from ..paths import repo_root
-    from ..trace import load_trace
-    from . import jobsets
-    from .workload import dre_first_waits, first_days, rfold_replay_workload
-
-    defaults = asdict(ReplayParams())
-    unknown = set(grid or {}) - set(defaults)
-    if unknown:
-        raise ValueError(f"calibrated_params: grid axes {sorted(unknown)} are not ReplayParams fields")
-    # each value in its field's type, so that [0, 60] and (0.0, 60.0) are one calibration
-    grid = {k: tuple(type(defaults[k])(v) for v in values)
-            for k, values in (DEFAULT_GRID if grid is None else grid).items()}
-    settings = {"trace": str(trace), "fit_days": fit_days, "seed": int(seed),
-                "grid": {k: list(v) for k, v in grid.items()}, "replay_days": replay_days,
-                "warmup_days": warmup_days, "top_vcs": int(top_vcs)}
-    pub = load_trace(trace, with_util=False)
-    rfold, pollux = pub.rfold_jobs, pub.jobs_of("pollux")
-    if rfold is None:
-        raise ValueError(f"calibrated_params: trace {trace!r} has no rfold_jobs table (the public data has it)")
-    alignment = jobsets.align_offsets(rfold["arrival_offset_s"], rfold["num_gpus"], rfold["duration_s"],
-                                      pollux["submitted"], pollux["num_gpus"], pollux["run_time_s"])
-    full = rfold_replay_workload(pub, alignment, seed=seed)
-    warm = full if warmup_days is None else rfold_replay_workload(pub, alignment, seed=seed, warmup_days=warmup_days)
-    replay = first_days(warm, replay_days)
-    waits, _ = dre_first_waits(warm, pub.jobs_of("dre"))
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    digest.update(code_version(CALIBRATION_CODE).encode())
-    w = replay.workload
-    for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    digest.update("\x1f".join(map(str, w.vc)).encode())
-    for table in (pub.machines, pub.vc_quotas, pub.occupancy, waits):
-        digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
-    key = digest.hexdigest()[:20]
-    path = Path(cache_dir or repo_root() / "reports" / ".sweep-cache") / f"calibration-{key}.json"
-    if path.exists():
-        stored = json.loads(path.read_text())
-        return Calibration(ReplayParams(**stored["params"]), pd.DataFrame(stored["trials"]),
-                           {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
-                           {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                           stored["settings"], key, replay, full)
-    span = spans(pub.occupancy, fit_days, replay_days)
-    best, trials = calibrate(replay, pub.machines, pub.vc_quotas, pub.occupancy, waits, span["fit"], grid)
-    horizon = jobsets.completeness_horizon(jobsets.offsets_to_utc(rfold["arrival_offset_s"], alignment.origin_local),
-                                           rfold["num_gpus"], rfold["duration_s"], span["fit"])
-    figures = held_out_figures(run_replay(replay, pub.machines, pub.vc_quotas, best), pub.occupancy, waits,
-                               span["held_out"], top_vcs=top_vcs, complete_until=horizon["horizon"])
-    held = {k: float(figures[k]) for k in ("occupancy_mae_pp", "occupancy_mae_pp_complete", "max_median_ratio",
-                                           "max_ks")}
-    held["complete_until"] = horizon["horizon"]
-    atomic_write_text(path, json.dumps({
-        "params": asdict(best), "trials": trials.to_dict(orient="list"),
-        "spans": {k: [str(t) for t in v] for k, v in span.items()},
-        "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
-    return Calibration(best, trials, span, held, settings, key, replay, full)
