@@ -342,7 +342,7 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
     assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
     assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
     assert len(inputs.quotas) > 11   # the VCs without a public node count got a share
-    assert inputs.options == {"lending": False, "placement": "best_fit"}
+    assert inputs.options == {"lending": False, "placement": "best_fit", "slowdown": None}   # real durations: no slowdown on top
     assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0}
     # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
     w = inputs.workload

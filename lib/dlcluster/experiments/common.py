@@ -183,7 +183,7 @@ def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: 
              f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
                   occupancy_window=(begin, end), data_label=label,
-                  options={k: v for k, v in setup.options.items() if k in ("lending", "placement")},
+                  options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s},
                   measured=(submitted_s >= start_s) & (submitted_s < end_s), anchor_s=start_s + params.latency_s,
                   validation=calibration.summary())
