@@ -45,10 +45,7 @@ def inputs_fingerprint(trace: str, max_jobs: int | None = None, racks: int | Non
         digest.update(replay.calibration(trace, cache_dir).key.encode())
     else:
         inputs = load_inputs(trace, max_jobs, racks, start)
-        w = inputs.workload
-        for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
-            digest.update(np.ascontiguousarray(array).tobytes())
-        digest.update("\x1f".join(map(str, w.vc)).encode())
+        inputs.workload.update_digest(digest)
         digest.update(json.dumps([inputs.topology.server_gpus, inputs.topology.server_rack, inputs.quotas,
                                   inputs.real_occupancy], sort_keys=True).encode())
     digest.update(json.dumps(fitted_failure_spec(trace), sort_keys=True, default=str).encode())

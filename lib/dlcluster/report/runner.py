@@ -41,6 +41,7 @@ import yaml
 from .index import write_index
 from .progress import PROGRESS_ENV, ProgressTail, format_duration
 from ..atomic import atomic_write_text
+from ..codeversion import code_version
 from ..paths import data_dir, repo_root
 
 #: Papermill's tag on the cell it adds with the given parameters (not a cell of the source notebook).
@@ -189,14 +190,11 @@ def notebook_fingerprint(nb: Path, given: dict) -> str:
     trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
     for a ``trace`` that is a directory, each file's name, size and mtime.
     """
-    import dlcluster
-
     digest = hashlib.sha256()
     digest.update(nb.read_bytes())
     effective = {k: v for k, v in given.items() if k != "output_dir"}
     digest.update(json.dumps(effective, sort_keys=True, default=str).encode())
-    lib = Path(dlcluster.__file__).parent
-    _hash_files(digest, sorted(lib.rglob("*.py")), lib)
+    digest.update(code_version(["dlcluster"]).encode())
     data = data_dir()
     files = sorted(f for f in data.rglob("*") if f.is_file()
                    and f.relative_to(data).parts[0] not in UNHASHED_DATA and "__pycache__" not in f.parts)

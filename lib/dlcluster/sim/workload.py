@@ -79,6 +79,12 @@ class Workload:
                 fields[name] = getattr(self, name)
         return fields
 
+    def update_digest(self, digest) -> None:
+        """Feed what a simulation reads of the jobs (arrivals, sizes, service times, VCs) into a hashlib digest."""
+        for array in (self.arrival_s.astype(float), self.num_gpus.astype(np.int64), self.service_s.astype(float)):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update("\x1f".join(map(str, self.vc)).encode())
+
     def take(self, index) -> "Workload":
         """The jobs at ``index`` (positions or boolean mask), in that order."""
         index = np.asarray(index)

@@ -32,7 +32,6 @@ from scipy import stats
 from ..report.progress import emit as emit_progress
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.workload import quotas_from_table
-from ..trace.schema import size_bucket
 from .replay import compare_delays
 from .workload import ReplayWorkload
 

@@ -13,10 +13,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .calibrate import DEFAULT_GRID, ReplayParams, calibrate, held_out_figures, run_replay, spans
+from .scorecard import TARGETS
 from .workload import ReplayWorkload
 
 #: Modules whose source is the code version of a cached calibration.
@@ -43,11 +43,11 @@ class Calibration:
 
     def summary(self) -> str:
         """The held-out validation in one clause, each figure beside its target."""
-        h = self.held_out
+        h, target = self.held_out, {key: value for key, (_, value) in TARGETS.items()}
         return (f"held-out occupancy MAE {h['occupancy_mae_pp']:.1f} points ({h['occupancy_mae_pp_complete']:.1f} "
-                f"up to RFold's completeness horizon; target 5), largest median-wait ratio "
-                f"{h['max_median_ratio']:.2f} (target 1.5), largest KS of the {self.settings['top_vcs']} largest "
-                f"VCs {h['max_ks']:.2f} (target 0.15)")
+                f"up to RFold's completeness horizon; target {target['occupancy_mae_pp']:g}), largest median-wait "
+                f"ratio {h['max_median_ratio']:.2f} (target {target['max_median_ratio']:g}), largest KS of the "
+                f"{self.settings['top_vcs']} largest VCs {h['max_ks']:.2f} (target {target['max_ks']:g})")
 
 
 def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0, grid: dict | None = None,
@@ -93,10 +93,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     waits, _ = dre_first_waits(warm, pub.jobs_of("dre"))
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     digest.update(code_version(CALIBRATION_CODE).encode())
-    w = replay.workload
-    for array in (w.arrival_s.astype(float), w.num_gpus.astype(np.int64), w.service_s.astype(float)):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    digest.update("\x1f".join(map(str, w.vc)).encode())
+    replay.workload.update_digest(digest)
     for table in (pub.machines, pub.vc_quotas, pub.occupancy, waits):
         digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
     key = digest.hexdigest()[:20]
