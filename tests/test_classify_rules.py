@@ -88,6 +88,33 @@ def test_single_signatures(text, reason, rule_id):
     # a bare 'Killed' from the shell is the OOM killer; a word 'Killed' inside another line is no evidence
     ("epoch 3 loss 0.41\nKilled", "cpu_out_of_memory"),
     ("epoch 3 loss 0.41\nKilled the stale worker and retried", NO_SIGNATURE),
+    # round 3 (all 301 real messages, data/failure_messages/README.md): a rank's segfault is the root cause, also
+    # where Open MPI wraps the line; a SIGKILLed rank stays an MPI runtime failure (the labels' convention)
+    ("mpirun noticed that process rank 3 with PID 4242 on node gpu07 exited on signal 11 (Segmentation fault).",
+     "invalid_memory_access"),
+    ("prterun noticed that process rank 1 with PID 8705 on node vm exited on\nsignal 11 (Segmentation fault).",
+     "invalid_memory_access"),
+    ("mpirun noticed that process rank 3 with PID 4242 on node gpu07 exited on signal 9 (Killed).",
+     "mpi_runtime_failure"),
+    # a busy GPU is the cause, the elastic agent's SIGTERM its consequence; alone, the SIGTERM is a preemption
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n"
+     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 15", "cuda_init_failed"),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 15", "job_preempted"),
+    # PyTorch 0.x's wording of CUDA error 2 is GPU memory, not a generic CUDA failure
+    ("RuntimeError: cuda runtime error (2) : out of memory at /tmp/THC/THCCachingAllocator.cpp:510",
+     "gpu_out_of_memory"),
+    # a full disk is a checkpoint error, but a full /dev/shm of DataLoader workers is not
+    ("OSError: [Errno 28] No space left on device", "model_checkpoint_error"),
+    ("RuntimeError: unable to write to file </torch_31_2087>: No space left on device (28)", NO_SIGNATURE),
+    # bash's report of a SIGKILLed job, and 'Killed' at the end of a progress bar, are the OOM killer
+    ("train.sh: line 12: 31337 Killed                  python train.py", "cpu_out_of_memory"),
+    (" 45%|#####     | 450/1000 [01:02<01:16,  7.19it/s]Killed", "cpu_out_of_memory"),
+    ("[2024-01-01 10:00:00] INFO worker finished; Killed 3 stale processes", NO_SIGNATURE),
+    # a model file that does not fit the model cannot be loaded: incorrect inputs
+    ("RuntimeError: Error(s) in loading state_dict for ResNet:\n\tMissing key(s) in state_dict: \"fc.weight\"",
+     "incorrect_inputs"),
+    # an import error without the exception's name
+    ("No module named 'torchvision'", "import_error"),
 ])
 def test_precedence_between_signatures(text, reason):
     assert classify(text).reason == reason
