@@ -1,5 +1,8 @@
 """The simulator-validation helpers on constructed cases with known answers."""
 
+import json
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -223,14 +226,52 @@ def test_missing_at_end_share_on_two_jobs():
 
 
 def test_scheduler_latency_median_spread_and_determinism():
-    assert vc.scheduler_latency(vc.ReplayParams(), 3).tolist() == [0.0, 0.0, 0.0]
-    assert vc.scheduler_latency(vc.ReplayParams(latency_s=60.0), 2).tolist() == [60.0, 60.0]
+    assert vc.scheduler_latency(vc.ReplayParams(), [1, 2, 8]).tolist() == [0.0, 0.0, 0.0]
+    assert vc.scheduler_latency(vc.ReplayParams(latency_s=60.0), [1, 8]).tolist() == [60.0, 60.0]
     spread = vc.ReplayParams(latency_s=60.0, latency_spread=2.0)
-    draws = vc.scheduler_latency(spread, 20001, seed=3)
-    assert np.array_equal(draws, vc.scheduler_latency(spread, 20001, seed=3))
+    draws = vc.scheduler_latency(spread, np.ones(20001), seed=3)
+    assert np.array_equal(draws, vc.scheduler_latency(spread, np.ones(20001), seed=3))
     assert np.median(draws) == pytest.approx(60.0, rel=0.05)
     # sigma 2: the 84th percentile sits e^2 above the median
     assert np.quantile(draws, 0.8413) / np.median(draws) == pytest.approx(np.exp(2.0), rel=0.1)
+
+
+def _two_mode_waits(n_fast, n_slow, fast_s, slow_s, bucket, seed):
+    rng = np.random.default_rng(seed)
+    waits = np.concatenate([fast_s * np.exp(0.3 * rng.standard_normal(n_fast)),
+                            slow_s * np.exp(1.0 * rng.standard_normal(n_slow))])
+    return pd.DataFrame({"submitted": pd.Timestamp("2017-10-05", tz="UTC"), "bucket": bucket, "first_wait_s": waits})
+
+
+def test_latency_mixture_recovers_two_known_modes_per_size():
+    # 40% of 2-4 GPU jobs start after ~12 s, the rest after ~400 s; 5-8 GPU jobs: 30% at ~12 s, else ~1,000 s
+    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1), _two_mode_waits(300, 700, 12.0, 1000.0, "5-8", 2),
+                       _two_mode_waits(5, 5, 12.0, 1000.0, ">8", 3)])
+    span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
+    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row)) for row in vc.fit_latency_mixture(waits, span)}
+    assert set(rows) == {"all", "2-4", "5-8"}   # >8 has 10 records, under min_records: its jobs take the "all" row
+    for bucket, share, slow in (("2-4", 0.4, 400.0), ("5-8", 0.3, 1000.0)):
+        assert rows[bucket]["fast_share"] == pytest.approx(share, abs=0.03)
+        assert rows[bucket]["fast_median_s"] == pytest.approx(12.0, rel=0.05)
+        assert rows[bucket]["fast_sigma"] == pytest.approx(0.3, rel=0.15)
+        assert rows[bucket]["slow_median_s"] == pytest.approx(slow, rel=0.15)
+        assert rows[bucket]["slow_sigma"] == pytest.approx(1.0, rel=0.15)
+    # outside the span nothing is fitted
+    with pytest.raises(ValueError, match="0 real waits in the span"):
+        vc.fit_latency_mixture(waits, (span[1], span[1] + pd.Timedelta(days=1)))
+    # drawing from the fit gives each size its own modes: 5-8 GPU jobs wait longer than 2-4 GPU ones
+    params = vc.ReplayParams(latency_mixture=vc.fit_latency_mixture(waits, span))
+    assert vc.ReplayParams.from_dict(json.loads(json.dumps(asdict(params)))) == params
+    draws = vc.scheduler_latency(params, np.repeat([4, 8, 16, 1], 20000), seed=0).reshape(4, -1)
+    assert np.mean(draws[0] < 40) == pytest.approx(0.4, abs=0.02) and np.mean(draws[1] < 40) == pytest.approx(0.3, abs=0.02)
+    assert np.median(draws[1][draws[1] > 40]) > 2 * np.median(draws[0][draws[0] > 40])
+    # >8 GPUs (too few records for a fit of their own) and 1 GPU both take the "all" row
+    assert np.mean(draws[2] < 40) == pytest.approx(np.mean(draws[3] < 40), abs=0.02)
+    assert np.mean(draws[2] < 40) == pytest.approx(rows["all"]["fast_share"], abs=0.02)
+    single = vc.fit_latency_mixture(waits, span, by_size=False, modes=1)
+    assert [row[0] for row in single] == ["all"] and single[0][1] == 0.0
+    constant = vc.ReplayParams(latency_mixture=vc.fit_latency_mixture(waits, span, by_size=False, modes=0))
+    assert len(set(vc.scheduler_latency(constant, [1, 4, 8, 64]).tolist())) == 1
 
 
 def _two_job_replay(params):
@@ -291,7 +332,7 @@ def test_complete_log_comparison_on_a_two_job_workload():
 
 
 def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
-    grid = {"latency_s": [0, 60]}
+    grid = {"relax_after_s": [60, 180]}
     first = vcache.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
     files = list(tmp_path.glob("calibration-*.json"))
     assert [f.name for f in files] == [f"calibration-{first.key}.json"]
@@ -300,17 +341,17 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     waits, _ = vw.dre_first_waits(warm, public_trace.jobs_of("dre"))
     span = vc.spans(public_trace.occupancy, 2, 3)
     fresh, trials = vc.calibrate(vw.first_days(warm, 3), public_trace.machines, public_trace.vc_quotas,
-                                 public_trace.occupancy, waits, span["fit"], {"latency_s": (0.0, 60.0)})
+                                 public_trace.occupancy, waits, span["fit"], {"relax_after_s": (60.0, 180.0)})
     assert first.params == fresh and first.spans == span
     same = [c for c in trials.columns if c != "wall_s"]   # wall time differs from run to run
     pd.testing.assert_frame_equal(first.trials[same], trials[same])
     # read back from the cache (floats spelt differently in the grid are the same calibration)
-    again = vcache.calibrated_params("public", fit_days=2, grid={"latency_s": (0.0, 60.0)}, replay_days=3, warmup_days=1,
+    again = vcache.calibrated_params("public", fit_days=2, grid={"relax_after_s": (60.0, 180.0)}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
     assert again.key == first.key and again.params == fresh and again.held_out == first.held_out
     pd.testing.assert_frame_equal(again.trials, first.trials, check_dtype=False)
     assert len(again.replay.workload) == len(first.replay.workload) and len(again.full_replay.workload) == 111549
-    other = vcache.calibrated_params("public", fit_days=2, grid={"latency_s": [0]}, replay_days=3, warmup_days=1,
+    other = vcache.calibrated_params("public", fit_days=2, grid={"relax_after_s": [60]}, replay_days=3, warmup_days=1,
                                  cache_dir=tmp_path)
     assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
     with pytest.raises(ValueError, match="not ReplayParams fields"):

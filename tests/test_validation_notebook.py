@@ -19,8 +19,13 @@ def test_validation_notebook_results(ci_notebook):
     # the workload: every VC source counted, shares add up
     shares = [r[f"workload.vc_source.{s}"] for s in ("dre_record", "pollux_match", "drawn")]
     assert math.isclose(sum(shares), 1.0) and all(s > 0 for s in shares)
-    # calibration ran the grid of params/ci.yaml (latency 0 and 60 s) and picked one of its values
-    assert r["calibration.simulations"] == 2 and r["calibrated.latency_s"] in (0, 60)
+    # calibration ran the grid of params/ci.yaml (relax after 60 and 180 s) and picked one of its values
+    assert r["calibration.simulations"] == 2 and r["calibrated.relax_after_s"] in (60, 180)
+    # the scheduler latency fitted first, on the fit span's real waits: a fast mode and a slower one, for all sizes
+    # and for the 2-4 GPU bucket (which has most records)
+    for bucket in ("all", "2-4"):
+        assert 0 < r[f"calibrated.latency.{bucket}.fast_share"] < 1
+        assert r[f"calibrated.latency.{bucket}.fast_median_s"] < r[f"calibrated.latency.{bucket}.slow_median_s"]
     # held-out figures exist, are finite and within their ranges
     assert 0 <= r["heldout.occupancy_mae_pp"] <= 100
     for bucket in ("2-4", "5-8", ">8"):
@@ -33,7 +38,7 @@ def test_validation_notebook_results(ci_notebook):
     for key in ("calibrated", "cold_start", "Pollux_workload"):
         assert 0 <= r[f"ablation.{key}.occupancy_mae_pp"] <= 100
     assert r["ablation.calibrated.occupancy_mae_pp"] == r["heldout.occupancy_mae_pp"]
-    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "occupancy_replay_vs_real",
+    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "latency_fit", "occupancy_replay_vs_real",
                                                   "fig3_vc_cdfs_replay_vs_real", "table2_validated_replay",
                                                   "peer_complete_log_per_vc"}
     # Table 2 shares of the calibrated replay add up per bucket; the scorecard counts the targets met

@@ -185,7 +185,7 @@ def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: 
                   occupancy_window=(begin, end), data_label=label,
                   options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s},
-                  measured=(submitted_s >= start_s) & (submitted_s < end_s), anchor_s=start_s + params.latency_s,
+                  measured=(submitted_s >= start_s) & (submitted_s < end_s), anchor_s=start_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary())
 
 

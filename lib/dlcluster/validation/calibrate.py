@@ -3,7 +3,11 @@
 Unknown parameters (:class:`ReplayParams`): the quotas of the VCs missing from
 the public node counts, whether VCs may borrow idle GPUs (lending), the relax
 timeout of Philly's locality back-off, the rack size, the placement strategy,
-and the scheduler latency (its median and spread).
+and the scheduler latency. The latency is not searched on the grid: it is a
+two-mode mixture per job size fitted to the fit span's real first-attempt waits
+(:func:`fit_latency_mixture`), as those waits are two-moded (about 40% of jobs
+start within ~15 s of submit, the rest after minutes to hours) and the slow
+mode grows with the job's size, in the fit span and the held-out span alike.
 
 The fit looks only at the *fit span* (the first ``fit_days`` of the real
 occupancy data); the *held-out span* is the rest. The objective on the fit span
@@ -53,12 +57,26 @@ class ReplayParams:
     quotas: bool = True              # False: no VC limits at all
     latency_s: float = 0.0           # scheduler latency: a job enters the queue this long after its submit (median)
     latency_spread: float = 0.0      # its spread: sigma of a lognormal around latency_s (0: the same for every job)
+    # when given, replaces latency_s/latency_spread: rows of LATENCY_FIELDS per size bucket (fit_latency_mixture)
+    latency_mixture: tuple = ()
 
     def label(self) -> str:
+        if self.latency_mixture:
+            latency = "mixture (" + ", ".join(
+                f"{row[0]}: {row[1]:.0%} at ~{row[2]:.0f}s, else ~{row[4]:.0f}s" if row[1] else f"{row[0]}: ~{row[4]:.0f}s"
+                for row in self.latency_mixture) + ")"
+        else:
+            latency = f"{self.latency_s:g}s (spread {self.latency_spread:g})"
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={'on' if self.lending else 'off'}, locality={self.locality}, "
                 f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
-                f"latency={self.latency_s:g}s (spread {self.latency_spread:g}), policy={self.policy}")
+                f"latency={latency}, policy={self.policy}")
+
+    @classmethod
+    def from_dict(cls, fields: dict) -> "ReplayParams":
+        """The inverse of :func:`dataclasses.asdict` after a JSON round trip (lists back to tuples)."""
+        mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
+        return cls(**{**fields, "latency_mixture": mixture})
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -92,18 +110,91 @@ class Replay:
     latency_s: np.ndarray            # each job's scheduler latency, in workload order
 
 
-def scheduler_latency(params: ReplayParams, n_jobs: int, seed: int = 0) -> np.ndarray:
-    """Each job's scheduler latency: ``latency_s`` x a lognormal factor of median 1 and sigma ``latency_spread``.
+#: One row of :attr:`ReplayParams.latency_mixture`: a size bucket ("all" = every size), the fast mode's share, and
+#: each mode's median (s) and sigma (of a lognormal).
+LATENCY_FIELDS = ("bucket", "fast_share", "fast_median_s", "fast_sigma", "slow_median_s", "slow_sigma")
+
+
+def _two_gaussians(x: np.ndarray, iterations: int = 200) -> tuple:
+    """EM for a mixture of two 1-D Gaussians on ``x``: (share, mean, sd) of the lower mode, then of the upper.
+
+    Deterministic start at the 10th and 75th percentiles; sds floored at 0.05.
+    """
+    mean = np.percentile(x, [10.0, 75.0])
+    sd = np.full(2, max(float(np.std(x)) / 2.0, 0.05))
+    share = np.array([0.5, 0.5])
+    for _ in range(iterations):
+        dens = share * stats.norm.pdf(x[:, None], mean, sd)
+        resp = dens / np.maximum(dens.sum(axis=1, keepdims=True), 1e-300)
+        weight = resp.sum(axis=0)
+        share = weight / len(x)
+        mean = (resp * x[:, None]).sum(axis=0) / weight
+        sd = np.maximum(np.sqrt((resp * (x[:, None] - mean) ** 2).sum(axis=0) / weight), 0.05)
+    lower = int(np.argmin(mean))
+    return share[lower], mean[lower], sd[lower], mean[1 - lower], sd[1 - lower]
+
+
+def fit_latency_mixture(real_waits: pd.DataFrame, span: tuple, by_size: bool = True, modes: int = 2,
+                        min_records: int = 20) -> tuple:
+    """The scheduler-latency model fitted to the real first-attempt waits submitted in ``span``.
+
+    ``modes=2``: a lognormal mixture (EM on log seconds, waits floored at 1 s),
+    its fast mode the jobs placed at once; ``modes=1``: one lognormal;
+    ``modes=0``: every job the median wait. One row ``"all"`` for every size,
+    and with ``by_size`` one per size bucket of the records (2-4, 5-8, >8 GPUs)
+    that has ``min_records``; a job whose bucket has no row (1-GPU jobs: the
+    complete records hold none) takes the ``"all"`` row. Rows of :data:`LATENCY_FIELDS`.
+    """
+    part = in_span(real_waits, span)
+    groups = [("all", part)]
+    if by_size:
+        groups += [(b, part[part["bucket"] == b]) for b in DELAY_BUCKETS if (part["bucket"] == b).sum() >= min_records]
+    rows = []
+    for bucket, group in groups:
+        x = np.log(np.maximum(group["first_wait_s"].to_numpy(float), 1.0))
+        if len(x) < min_records:
+            raise ValueError(f"fit_latency_mixture: {len(x)} real waits in the span, need {min_records}")
+        if modes == 2:
+            share, m1, s1, m2, s2 = _two_gaussians(x)
+            values = (share, np.exp(m1), s1, np.exp(m2), s2)
+        elif modes == 1:
+            values = (0.0, 0.0, 0.0, np.exp(x.mean()), x.std())
+        elif modes == 0:
+            values = (0.0, 0.0, 0.0, np.exp(np.median(x)), 0.0)
+        else:
+            raise ValueError(f"fit_latency_mixture: modes must be 0, 1 or 2, got {modes}")
+        rows.append((bucket, *(round(float(v), 6) for v in values)))
+    return tuple(rows)
+
+
+def scheduler_latency(params: ReplayParams, num_gpus, seed: int = 0) -> np.ndarray:
+    """Each job's scheduler latency (s), from ``params.latency_mixture`` if given, else the single lognormal.
 
     Real jobs wait between submit and start even on an idle cluster (launch,
-    image and data staging), and not all equally long; the spread is
-    calibrated like the median. Seeded, so a replay is deterministic.
+    image and data staging), and not all equally long. Single lognormal:
+    ``latency_s`` x a factor of median 1 and sigma ``latency_spread``.
+    Seeded, so a replay is deterministic.
     """
+    num_gpus = np.asarray(num_gpus, float)
+    n_jobs = len(num_gpus)
+    rng = np.random.default_rng([seed, 7919])
+    z = rng.standard_normal(n_jobs)
+    if params.latency_mixture:
+        fast_draw = rng.random(n_jobs)
+        by_bucket = {row[0]: row for row in params.latency_mixture}
+        bucket = np.where(num_gpus <= 1, "1", np.where(num_gpus <= 4, "2-4", np.where(num_gpus <= 8, "5-8", ">8")))
+        out = np.empty(n_jobs)
+        for name in np.unique(bucket):
+            row = by_bucket.get(name, by_bucket.get("all"))
+            if row is None:
+                raise ValueError(f"latency_mixture has no row for size bucket {name!r} and no 'all' row")
+            _, share, fast_median, fast_sigma, slow_median, slow_sigma = row
+            at = bucket == name
+            fast = fast_draw[at] < share
+            out[at] = np.where(fast, fast_median * np.exp(fast_sigma * z[at]), slow_median * np.exp(slow_sigma * z[at]))
+        return out
     if params.latency_s <= 0:
         return np.zeros(n_jobs)
-    if params.latency_spread <= 0:
-        return np.full(n_jobs, float(params.latency_s))
-    z = np.random.default_rng([seed, 7919]).standard_normal(n_jobs)
     return float(params.latency_s) * np.exp(float(params.latency_spread) * z)
 
 
@@ -135,8 +226,8 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s) \
         if params.policy == "philly" else make_policy(params.policy)
     workload = replay.workload
-    latency = scheduler_latency(params, len(workload), seed)
-    if params.latency_s:
+    latency = scheduler_latency(params, workload.num_gpus, seed)
+    if latency.any():
         workload = replace(workload, arrival_s=workload.arrival_s + latency)
     return ReplaySetup(workload, topology, quotas, policy,
                        {"lending": params.lending, "placement": params.placement, "slowdown": None}, latency)
@@ -337,9 +428,7 @@ def objective(evaluation: Evaluation) -> float:
 
 # --------------------------------------------------------------------------- search
 
-DEFAULT_GRID = {   # visited in this order: the scheduler latency first, as it shifts every wait
-    "latency_s": (0.0, 15.0, 60.0, 120.0),
-    "latency_spread": (0.0, 1.0, 2.0, 3.0),
+DEFAULT_GRID = {   # visited in this order; the scheduler latency is fitted before (fit_latency_mixture)
     "relax_after_s": (60.0, 180.0, 600.0),
     "locality": ("relax", "any"),
     "lending": (True, False),
@@ -351,10 +440,13 @@ DEFAULT_GRID = {   # visited in this order: the scheduler latency first, as it s
 
 def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
               real_waits: pd.DataFrame, fit_span: tuple, grid: dict | None = None,
-              start: ReplayParams = ReplayParams(), rounds: int = 1, delay_weight: float = 10.0):
+              start: ReplayParams = ReplayParams(), rounds: int = 1, delay_weight: float = 10.0,
+              fit_latency: bool = True):
     """Coordinate descent over ``grid`` on the fit span; returns ``(best params, trials table)``.
 
-    Axes are visited in the grid's order; on each, every value is tried with the
+    ``fit_latency``: first set the scheduler latency of ``start`` to
+    :func:`fit_latency_mixture` of the fit span's real waits (the grid then
+    needs no latency axes). Axes are visited in the grid's order; on each, every value is tried with the
     other parameters at their current best, and the best value kept (ties keep
     the earlier value). Simulations already run are reused. Deterministic.
     """
@@ -362,6 +454,8 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
     unknown = set(grid) - set(asdict(start))
     if unknown:
         raise ValueError(f"calibrate: grid axes {sorted(unknown)} are not ReplayParams fields")
+    if fit_latency:
+        start = replace(start, latency_mixture=fit_latency_mixture(real_waits, fit_span))
     seen: dict = {}
     rows = []
     # at most one simulation per grid value plus the start (values equal to the current best are reused)
@@ -375,7 +469,8 @@ def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataF
             rep = run_replay(replay, machines, vc_table, params)
             ev = evaluate(rep, occupancy, real_waits, fit_span, delay_weight)
             seen[params] = ev.objective
-            rows.append({**asdict(params), "occupancy_mae_pp": ev.occupancy_mae_pp,
+            fields = {k: v for k, v in asdict(params).items() if k != "latency_mixture"}   # the same in every trial
+            rows.append({**fields, "occupancy_mae_pp": ev.occupancy_mae_pp,
                          "log_median_error": ev.log_median_error, "mean_ks": ev.mean_ks, "objective": ev.objective,
                          "wall_s": rep.result.summary["wall_s"]})
         return seen[params]
@@ -420,15 +515,24 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
     return out
 
 
-def ablation_variants(best: ReplayParams) -> dict:
-    """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's)."""
-    return {
+def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None, fit_span: tuple | None = None) -> dict:
+    """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's).
+
+    With ``real_waits`` and ``fit_span``, the simpler scheduler-latency models
+    are fitted on the same span as the calibrated one and compared with it.
+    """
+    variants = {
         ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
         "no locality (no racks, no back-off)": replace(best, locality="any"),
         "no VC quotas": replace(best, quotas=False),
-        "no scheduler latency": replace(best, latency_s=0.0),
-        "scheduler latency the same for every job": replace(best, latency_spread=0.0),
+        "no scheduler latency": replace(best, latency_s=0.0, latency_mixture=()),
     }
+    if real_waits is not None and fit_span is not None:
+        for name, by_size, modes in (("latency: two modes, the same for all sizes", False, 2),
+                                     ("latency: one lognormal for all sizes", False, 1),
+                                     ("latency: the median wait for every job", False, 0)):
+            variants[name] = replace(best, latency_mixture=fit_latency_mixture(real_waits, fit_span, by_size, modes))
+    return variants
 
 
 def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,

@@ -100,7 +100,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     path = Path(cache_dir or repo_root() / "reports" / ".sweep-cache") / f"calibration-{key}.json"
     if path.exists():
         stored = json.loads(path.read_text())
-        return Calibration(ReplayParams(**stored["params"]), pd.DataFrame(stored["trials"]),
+        return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
                            {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
                            {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
                            stored["settings"], key, replay, full)
