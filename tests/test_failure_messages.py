@@ -35,6 +35,11 @@ HELDOUT_SHA256 = "65acecea61970b1a0ba6beb1601eca63bd166788d013da4f5282812b384b6c
 HELDOUT2_SIZE = 95
 HELDOUT2_SHA256 = "bad7c2fd4f2e1e8d0bf5501d05a101dbb76dabcb2b25f038b711ebcdfae5f934"
 
+# The third held-out set (branch heldout3): messages from threads none of the other splits used, collected and
+# hand-labelled blind while tuning round 3 used all earlier splits; committed before the classifier first sees it.
+HELDOUT3_SIZE = 102
+HELDOUT3_SHA256 = "9dd00b6a6380d7db0e2835963e34c506805b324feac5b9d67a64fe7131f3455a"
+
 
 @pytest.fixture(scope="module")
 def messages():
@@ -47,7 +52,8 @@ def _digest(entries: pd.DataFrame) -> str:
 
 
 @pytest.mark.parametrize("split, size, sha256", [("heldout", HELDOUT_SIZE, HELDOUT_SHA256),
-                                                  ("heldout2", HELDOUT2_SIZE, HELDOUT2_SHA256)])
+                                                  ("heldout2", HELDOUT2_SIZE, HELDOUT2_SHA256),
+                                                  ("heldout3", HELDOUT3_SIZE, HELDOUT3_SHA256)])
 def test_frozen_held_out_sets_are_unchanged(messages, split, size, sha256):
     frozen = messages[messages["split"] == split]
     assert len(frozen) == size
@@ -71,8 +77,9 @@ def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(mes
     assert (messages.groupby("source_url")["split"].nunique() == 1).all()
     sizes = messages["split"].value_counts()
     # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only;
-    # heldout2 is a separate set from new threads
-    assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"]) == (145, HELDOUT_SIZE, HELDOUT2_SIZE)
+    # heldout2 and heldout3 are separate sets from new threads
+    assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"], sizes["heldout3"]) == (
+        145, HELDOUT_SIZE, HELDOUT2_SIZE, HELDOUT3_SIZE)
     # every reason with two or more messages is in both halves of the round-1 split
     halves = messages[messages["split"].isin(["tuning", "heldout"])]
     per_reason = halves.groupby("reason")["split"].agg(["size", "nunique"])
@@ -102,7 +109,7 @@ GOOD = """\
 @pytest.mark.parametrize("change, message", [
     (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
     (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
-    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2'\]"),
+    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3'\]"),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])
