@@ -39,6 +39,11 @@ HELDOUT2_SHA256 = "bad7c2fd4f2e1e8d0bf5501d05a101dbb76dabcb2b25f038b711ebcdfae5f
 # hand-labelled blind while tuning round 3 used all earlier splits; committed before the classifier first sees it.
 HELDOUT3_SIZE = 102
 HELDOUT3_SHA256 = "9dd00b6a6380d7db0e2835963e34c506805b324feac5b9d67a64fe7131f3455a"
+# heldout3 measured once (merge commit b7513a8: the set committed, the round-3 rules of 1b5d757 untouched), the blind
+# estimate of the rules after round 3. Asserted exactly: a rule change that moves it must be noticed, and then the
+# set has been seen (README, "heldout3").
+HELDOUT3_CORRECT_MEASURED = 81
+HELDOUT_TARGET = 0.90
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +176,21 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
     assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
     assert ev.accuracy == pytest.approx(right / n)
     assert right == correct
+
+
+def test_heldout3_measured_once_confusion_table(messages, capsys):
+    ev = evaluate_classifier(messages[messages["split"] == "heldout3"])
+    n, right = len(ev.results), int(ev.results["correct"].sum())
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout3 (new threads, labelled blind, evaluated once after round 3): "
+              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
+        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
+    assert n == HELDOUT3_SIZE
+    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
+    assert right == HELDOUT3_CORRECT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="heldout3 accuracy measured once after tuning round 3 is 79.4% (81/102), below "
+                                       "the 0.90 target (data/failure_messages/README.md, 'heldout3')")
+def test_heldout3_accuracy_meets_target(messages):
+    assert evaluate_classifier(messages[messages["split"] == "heldout3"]).accuracy >= HELDOUT_TARGET
