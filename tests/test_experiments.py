@@ -75,9 +75,12 @@ def test_measure_known_answer():
     assert m.loc["all", "useful_share"] == pytest.approx(1.0) and m.loc["all", "speed_mean"] == pytest.approx(1.0)
     assert m.loc["5-8", "spread_share"] == 1.0 and m.loc["1", "spread_share"] == 0.0
     assert m.loc["2-4", "jobs"] == 0 and math.isnan(m.loc["2-4", "jct_mean_s"])
-    # the sample at t=0 (the only one in the arrival span [0, 10]) sees job a on one of the two servers
+    # over the arrival span [0, 10] job a holds one GPU of one of the two servers
     assert m.loc["all", "busy_server_share"] == 0.5 and m.loc["all", "allocated_gpu_share"] == 1 / 8
     assert (m["population"] == "all jobs").all() and math.isnan(m.loc["all", "busy_server_share_dates"])
+    # time-weighted over [0, 200]: job a on one of the two servers 0-100, job b on both 100-150, nothing after
+    dated = E.measure(result, w, dates_window=(0.0, 200.0)).set_index("bucket")
+    assert dated.loc["all", "busy_server_share_dates"] == pytest.approx((100 * 0.5 + 50 * 1.0) / 200)
 
 
 def test_measure_counts_failed_attempts_and_good_jobs():

@@ -356,3 +356,22 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
     with pytest.raises(ValueError, match="not ReplayParams fields"):
         vcache.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)
+
+
+def test_ablation_switches_each_ingredient_the_other_way_and_fits_simpler_latencies_on_the_same_span():
+    waits = pd.concat([_two_mode_waits(400, 600, 12.0, 400.0, "2-4", 1), _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
+    span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
+    best = vc.ReplayParams(locality="any", latency_mixture=vc.fit_latency_mixture(waits, span))
+    variants = vc.ablation_variants(best, waits, span)
+    assert variants["lending off"].lending is False
+    assert variants["locality on (racks, relax back-off)"].locality == "relax"
+    assert "no locality (no racks, no back-off)" not in variants
+    assert variants["no scheduler latency"].latency_mixture == () and variants["no scheduler latency"].latency_s == 0
+    assert [row[0] for row in variants["latency mixture the same for all sizes"].latency_mixture] == ["all"]
+    assert variants["latency one lognormal for all sizes"].latency_mixture[0][1] == 0.0
+    assert variants["latency the median wait for every job"].latency_mixture[0][5] == 0.0
+    # every variant changes only the fields of the one ingredient it removes or switches
+    for name, params in variants.items():
+        changed = [k for k, v in asdict(params).items() if v != asdict(best)[k]]
+        assert len(changed) >= 1 and set(changed) <= {"lending", "locality", "quotas", "latency_s", "latency_mixture"}, name
+    assert "no locality (no racks, no back-off)" in vc.ablation_variants(vc.ReplayParams(locality="relax"))

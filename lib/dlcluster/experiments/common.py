@@ -235,13 +235,21 @@ def scale_load(workload: Workload, factor: float, anchor_s: float | None = None)
 
 
 def _busy_shares(result, topology: Topology, window) -> tuple[float, float]:
+    """Time-weighted mean shares of servers with a job and of GPUs allocated over ``window`` (simulated seconds).
+
+    Each timeseries row holds until the next one; a mean over rows would weigh
+    busy stretches, which have more events, more.
+    """
     ts = result.timeseries
-    inside = (ts["time_s"] >= window[0]) & (ts["time_s"] <= window[1])
-    if not inside.any():
+    t = ts["time_s"].to_numpy(float)
+    start = np.clip(t, window[0], window[1])
+    end = np.clip(np.append(t[1:], max(window[1], t[-1])), window[0], window[1])
+    weight = end - start
+    if len(t) == 0 or weight.sum() <= 0:
         return float("nan"), float("nan")
-    part = ts[inside]
-    busy = 1.0 - part["idle_servers"] / topology.num_servers
-    return float(busy.mean()), float((part["allocated_gpus"] / topology.total_gpus).mean())
+    busy = 1.0 - ts["idle_servers"].to_numpy(float) / topology.num_servers
+    allocated = ts["allocated_gpus"].to_numpy(float) / topology.total_gpus
+    return float(np.average(busy, weights=weight)), float(np.average(allocated, weights=weight))
 
 
 def measure(result, workload: Workload, extras: dict | None = None, dates_window=None,

@@ -92,7 +92,7 @@ GRIDS = {
                       policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
                       oracle_loads=(),
                       replay=ValidatedReplay(fit_days=7, replay_days=12, warmup_days=7,
-                                             calibration_grid=(("latency_s", (0.0, 60.0)),), window_days=1.0,
+                                             calibration_grid=(("relax_after_s", (60.0, 180.0)),), window_days=1.0,
                                              window_warmup_days=1.0)),
     # before the validated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
     # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks
@@ -278,7 +278,7 @@ def run_cell(cell: dict) -> pd.DataFrame:
     result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
                       **{**inputs.options, **options})
     window = None
-    if cell["experiment"] == "calibrate":
+    if cell["experiment"] == "calibrate" or cell.get("replay") is not None:
         window = _dates_window(inputs, workload, float(cell["load"]))
     return measure(result, workload, extras, window, inputs.measured)
 
@@ -292,8 +292,9 @@ def cell_inputs(cell: dict) -> Inputs:
 
 
 def _dates_window(inputs: Inputs, workload: Workload, factor: float):
-    """Simulated times of the occupancy data's dates (under arrival compression), or None if disjoint."""
-    first = float(workload.arrival_s.min())
+    """Simulated times of the occupancy data's dates (under arrival compression, around the inputs' anchor or
+    the first arrival, as :func:`scale_load` compressed them), or None if disjoint."""
+    first = float(workload.arrival_s.min()) if inputs.anchor_s is None else float(inputs.anchor_s)
     lo, hi = ((t - workload.epoch) / pd.Timedelta(seconds=1) for t in inputs.occupancy_window)
     lo, hi = first + (lo - first) / factor, first + (hi - first) / factor
     lo, hi = max(lo, first), min(hi, float(workload.arrival_s.max()))

@@ -523,14 +523,15 @@ def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None
     """
     variants = {
         ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
-        "no locality (no racks, no back-off)": replace(best, locality="any"),
+        **({"no locality (no racks, no back-off)": replace(best, locality="any")} if best.locality != "any" else
+           {"locality on (racks, relax back-off)": replace(best, locality="relax")}),
         "no VC quotas": replace(best, quotas=False),
         "no scheduler latency": replace(best, latency_s=0.0, latency_mixture=()),
     }
     if real_waits is not None and fit_span is not None:
-        for name, by_size, modes in (("latency: two modes, the same for all sizes", False, 2),
-                                     ("latency: one lognormal for all sizes", False, 1),
-                                     ("latency: the median wait for every job", False, 0)):
+        for name, by_size, modes in (("latency mixture the same for all sizes", False, 2),
+                                     ("latency one lognormal for all sizes", False, 1),
+                                     ("latency the median wait for every job", False, 0)):
             variants[name] = replace(best, latency_mixture=fit_latency_mixture(real_waits, fit_span, by_size, modes))
     return variants
 
