@@ -136,6 +136,10 @@ def test_single_signatures(text, reason, rule_id):
      "denied', flags = 0, o_flags = 0)", "permission_error"),
     ("cat: /mnt/hdfs/train/part-0001: Input/output error", "incorrect_inputs"),
     ("OSError: [Errno 5] Input/output error", NO_SIGNATURE),
+    # a checkpoint path that does not exist is one being loaded (incorrect inputs); a read-only file system
+    # refusing a model file is a write
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'checkpoints/model_best.pth'", "incorrect_inputs"),
+    ("OSError: [Errno 30] Read-only file system: '/models/best.pt'", "model_checkpoint_error"),
     # a traceback frame that loads a checkpoint is no checkpoint write
     ("  File \"train.py\", line 80, in load_checkpoint\n_pickle.UnpicklingError: invalid load key, 'v'.",
      "incorrect_inputs"),
@@ -180,6 +184,10 @@ def test_single_signatures(text, reason, rule_id):
     # glibc's messages in a Chinese locale
     ("./train.sh: 行 25: /data/train.tfrecord: 权限不够", "permission_error"),
     ("python: can't open file 'train.py': [Errno 2] 没有那个文件或目录", "incorrect_inputs"),
+    # TensorFlow's gRPC runtime losing a peer, and c10d's store timing out, are the distributed runtime's failures
+    ("tensorflow.python.framework.errors_impl.UnavailableError: Socket closed", "mpi_runtime_failure"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "mpi_runtime_failure"),
     # Open MPI's launcher capitalised by the poster is still the launcher
     ("Mpirun noticed that process rank 2 with PID 0 on node n1 exited on signal 9 (Killed).", "mpi_runtime_failure"),
     # torchrun's ChildFailedError is the launcher's consequence: a rank's own error wins, alone it is a failed rank
