@@ -120,6 +120,8 @@ def test_single_signatures(text, reason, rule_id):
     # Model writers fail in their own words, any errno; a lower-case quota is still a full storage
     ("RuntimeError: [enforce fail at inline_container.cc:300] . unexpected pos 1600 vs 1494", "model_checkpoint_error"),
     ("RuntimeError: Parent directory ./runs/exp1 does not exist.", "model_checkpoint_error"),
+    ("RuntimeError: File out/checkpoints/checkpoint_0.pt cannot be opened.", "model_checkpoint_error"),
+    ("[BondReader] File data/bonds.txt cannot be opened.", NO_SIGNATURE),  # a reader's generic wording
     ("ResourceExhaustedError: runs/model.ckpt-9.data-00000-of-00001; No space left on device", "model_checkpoint_error"),
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: disk quota exceeded [Op:SaveV2]",
      "model_checkpoint_error"),
