@@ -2,8 +2,9 @@
 
 Unlike the project's own corpus, these texts were written by others. Rounds 1 and 2 tuned the rules on the
 tuning half only and measured the held-out sets once each (heldout: 82.0%, then 86.9%; heldout2: 67.4%);
-round 3 tuned on all three splits, so every count below is in-sample: a regression count, no estimate of
-accuracy on unseen messages (see data/failure_messages/README.md, "Round 3").
+round 3 tuned on the first three splits and heldout3 measured it once (79.4%); round 4 tuned on all four splits,
+so every count below is in-sample: a regression count, no estimate of accuracy on unseen messages (see
+data/failure_messages/README.md, "Round 4").
 """
 
 import hashlib
@@ -16,13 +17,14 @@ import pytest
 
 from dlcluster.analysis.classify import MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, evaluate_classifier, load_messages, load_rules
 
-# Messages classified right after tuning round 3, which tuned on all three splits: in-sample regression counts,
+# Messages classified right after tuning round 4, which tuned on all four splits: in-sample regression counts,
 # asserted exactly so that any rule change that moves one is noticed and explained. The held-out numbers measured
-# once before they were tuned on (heldout: 50 then 53 of 61; heldout2: 64 of 95) are kept in the README.
-# The misses left: heldout m074, heldout2 m214 and m221 (README, "Round 3").
-TUNING_CORRECT_AFTER_ROUND3 = 145
-HELDOUT_CORRECT_AFTER_ROUND3 = 60
-HELDOUT2_CORRECT_AFTER_ROUND3 = 93
+# once before they were tuned on (heldout: 50 then 53 of 61; heldout2: 64 of 95; heldout3: 81 of 102) are kept in
+# the README. The misses left: heldout m074, heldout2 m214 and m221 (README, "Round 4").
+TUNING_CORRECT_AFTER_ROUND4 = 145
+HELDOUT_CORRECT_AFTER_ROUND4 = 60
+HELDOUT2_CORRECT_AFTER_ROUND4 = 93
+HELDOUT3_CORRECT_AFTER_ROUND4 = 102
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -39,11 +41,10 @@ HELDOUT2_SHA256 = "bad7c2fd4f2e1e8d0bf5501d05a101dbb76dabcb2b25f038b711ebcdfae5f
 # hand-labelled blind while tuning round 3 used all earlier splits; committed before the classifier first sees it.
 HELDOUT3_SIZE = 102
 HELDOUT3_SHA256 = "9dd00b6a6380d7db0e2835963e34c506805b324feac5b9d67a64fe7131f3455a"
-# heldout3 measured once (merge commit b7513a8: the set committed, the round-3 rules of 1b5d757 untouched), the blind
-# estimate of the rules after round 3. Asserted exactly: a rule change that moves it must be noticed, and then the
-# set has been seen (README, "heldout3").
-HELDOUT3_CORRECT_MEASURED = 81
-HELDOUT_TARGET = 0.90
+# History: heldout3 measured once, blind (merge commit b7513a8: the set committed, the round-3 rules of 1b5d757
+# untouched), 81 of 102 (79.4%), below the 0.90 target (README, "heldout3"). Round 4 has since tuned on it, so its
+# count is asserted in-sample above; the blind figure of the round-4 rules is the next held-out set's.
+HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3 = 81
 
 
 @pytest.fixture(scope="module")
@@ -159,16 +160,19 @@ def test_tuning_half_is_classified_right(messages):
     ev = evaluate_classifier(messages[messages["split"] == "tuning"])
     wrong = ev.results[~ev.results["correct"]]
     assert wrong.empty, wrong.to_string()
-    assert len(ev.results) == TUNING_CORRECT_AFTER_ROUND3
+    assert len(ev.results) == TUNING_CORRECT_AFTER_ROUND4
 
 
-@pytest.mark.parametrize("split, size, correct", [("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND3),
-                                                   ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND3)])
+@pytest.mark.parametrize("split, size, correct", [("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND4),
+                                                   ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4),
+                                                   ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4)])
 def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, correct):
     ev = evaluate_classifier(messages[messages["split"] == split])
     n, right = len(ev.results), int(ev.results["correct"].sum())
+    blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
+             if split == "heldout3" else "")
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, {split} (tuned on in round 3, so in-sample): {right} of {n} "
+        print(f"\nreal user-posted failure messages, {split} (tuned on in round 4, so in-sample{blind}): {right} of {n} "
               f"({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
         print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
         print(ev.results.loc[~ev.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
@@ -177,20 +181,3 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
     assert ev.accuracy == pytest.approx(right / n)
     assert right == correct
 
-
-def test_heldout3_measured_once_confusion_table(messages, capsys):
-    ev = evaluate_classifier(messages[messages["split"] == "heldout3"])
-    n, right = len(ev.results), int(ev.results["correct"].sum())
-    with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout3 (new threads, labelled blind, evaluated once after round 3): "
-              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
-        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
-    assert n == HELDOUT3_SIZE
-    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
-    assert right == HELDOUT3_CORRECT_MEASURED
-
-
-@pytest.mark.xfail(strict=True, reason="heldout3 accuracy measured once after tuning round 3 is 79.4% (81/102), below "
-                                       "the 0.90 target (data/failure_messages/README.md, 'heldout3')")
-def test_heldout3_accuracy_meets_target(messages):
-    assert evaluate_classifier(messages[messages["split"] == "heldout3"]).accuracy >= HELDOUT_TARGET
