@@ -46,6 +46,11 @@ HELDOUT3_SHA256 = "9dd00b6a6380d7db0e2835963e34c506805b324feac5b9d67a64fe7131f34
 # count is asserted in-sample above; the blind figure of the round-4 rules is the next held-out set's.
 HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3 = 81
 
+# The fourth held-out set (branch heldout4): messages from threads none of the other splits used, collected and
+# hand-labelled blind while tuning round 4 used all earlier splits; committed before the classifier first sees it.
+HELDOUT4_SIZE = 97
+HELDOUT4_SHA256 = "cf43dba04d5f867ce4aa5faade78f9d6d34e1fbc9122174ccab312dd4a5d3ab1"
+
 
 @pytest.fixture(scope="module")
 def messages():
@@ -59,7 +64,8 @@ def _digest(entries: pd.DataFrame) -> str:
 
 @pytest.mark.parametrize("split, size, sha256", [("heldout", HELDOUT_SIZE, HELDOUT_SHA256),
                                                   ("heldout2", HELDOUT2_SIZE, HELDOUT2_SHA256),
-                                                  ("heldout3", HELDOUT3_SIZE, HELDOUT3_SHA256)])
+                                                  ("heldout3", HELDOUT3_SIZE, HELDOUT3_SHA256),
+                                                  ("heldout4", HELDOUT4_SIZE, HELDOUT4_SHA256)])
 def test_frozen_held_out_sets_are_unchanged(messages, split, size, sha256):
     frozen = messages[messages["split"] == split]
     assert len(frozen) == size
@@ -83,9 +89,9 @@ def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(mes
     assert (messages.groupby("source_url")["split"].nunique() == 1).all()
     sizes = messages["split"].value_counts()
     # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only;
-    # heldout2 and heldout3 are separate sets from new threads
-    assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"], sizes["heldout3"]) == (
-        145, HELDOUT_SIZE, HELDOUT2_SIZE, HELDOUT3_SIZE)
+    # heldout2, heldout3 and heldout4 are separate sets from new threads
+    assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"], sizes["heldout3"], sizes["heldout4"]) == (
+        145, HELDOUT_SIZE, HELDOUT2_SIZE, HELDOUT3_SIZE, HELDOUT4_SIZE)
     # every reason with two or more messages is in both halves of the round-1 split
     halves = messages[messages["split"].isin(["tuning", "heldout"])]
     per_reason = halves.groupby("reason")["split"].agg(["size", "nunique"])
@@ -115,7 +121,8 @@ GOOD = """\
 @pytest.mark.parametrize("change, message", [
     (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
     (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
-    (("split: tuning", "split: test"), r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3'\]"),
+    (("split: tuning", "split: test"),
+     r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4'\]"),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])
