@@ -50,6 +50,11 @@ HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3 = 81
 # hand-labelled blind while tuning round 4 used all earlier splits; committed before the classifier first sees it.
 HELDOUT4_SIZE = 97
 HELDOUT4_SHA256 = "cf43dba04d5f867ce4aa5faade78f9d6d34e1fbc9122174ccab312dd4a5d3ab1"
+# heldout4 measured once (merge commit 590ae53: the set committed, the round-4 rules of 1de5dfa untouched), the
+# blind estimate of the current rules. Asserted exactly: a rule change that moves it must be noticed, and then the
+# set has been seen (README, "heldout4").
+HELDOUT4_CORRECT_MEASURED = 78
+HELDOUT_TARGET = 0.90
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +193,21 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
     assert ev.accuracy == pytest.approx(right / n)
     assert right == correct
 
+
+
+def test_heldout4_measured_once_confusion_table(messages, capsys):
+    ev = evaluate_classifier(messages[messages["split"] == "heldout4"])
+    n, right = len(ev.results), int(ev.results["correct"].sum())
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout4 (new threads, labelled blind, evaluated once after round 4): "
+              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
+        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
+    assert n == HELDOUT4_SIZE
+    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
+    assert right == HELDOUT4_CORRECT_MEASURED
+
+
+@pytest.mark.xfail(strict=True, reason="heldout4 accuracy measured once after tuning round 4 is 80.4% (78/97), below "
+                                       "the 0.90 target (data/failure_messages/README.md, 'heldout4')")
+def test_heldout4_accuracy_meets_target(messages):
+    assert evaluate_classifier(messages[messages["split"] == "heldout4"]).accuracy >= HELDOUT_TARGET

@@ -37,6 +37,9 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     heldout3 = evaluate_classifier(messages[messages["split"] == "heldout3"])
     assert r["messages.heldout3.count"] == len(heldout3.results) == 102
     assert r["messages.heldout3.accuracy_pct"] == pytest.approx(100 * heldout3.accuracy)
+    heldout4 = evaluate_classifier(messages[messages["split"] == "heldout4"])
+    assert r["messages.heldout4.count"] == len(heldout4.results) == 97
+    assert r["messages.heldout4.accuracy_pct"] == pytest.approx(100 * heldout4.accuracy)
     assert r["messages.tuning.accuracy_pct"] == 100.0
     assert r["model.p_job_fails"] == pytest.approx(r["failures.failed_jobs_pct"] / 100)
     assert r["model.classes"] == 18
