@@ -21,6 +21,9 @@ def test_committed_without_outputs_and_with_parameters(nb):
     doc = json.loads(nb.read_text())
     code = [c for c in doc["cells"] if c["cell_type"] == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), f"{nb.name} has outputs"
+    # nbformat 4.5 cells carry unique ids; a cell without one makes every run print nbformat's MissingIDFieldWarning
+    ids = [c.get("id") for c in doc["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids), f"{nb.name}: every cell needs a unique id"
     tagged = [c for c in doc["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, f"{nb.name}: exactly one cell must be tagged 'parameters'"
     assert REQUIRED_PARAMETERS <= set(pm.inspect_notebook(str(nb)))
