@@ -17,8 +17,9 @@ def test_small_grid_results(ci_notebook):
     assert 0 <= r["validation.heldout.max_ks"] <= 1
     assert 0.3 < r["load.real.busy_server_share"] <= 1
     assert "load.calibrated_factor" not in r
-    # small grid, 2 seeds: locality 10, interference 10, failures 8, early stop 4, policies 3 x 2 loads x 2 = 12
-    assert r["sweep.cells"] == 44
+    # small grid, 2 seeds: locality 12 (strict, any, relax 60 s and 180 s, long jobs strict or migrated),
+    # interference 10, failures 8, early stop 4, policies 3 x 2 loads x 2 = 12
+    assert r["sweep.cells"] == 46
     wasted = [v for k, v in r.items() if k.endswith("wasted_share")]
     assert len(wasted) == 3 and all(0 <= v <= 1 for v in wasted)
     assert all(k.startswith(("failures.real.", "early_stop.real.", "locality.real.")) for k in r
