@@ -173,13 +173,14 @@ def test_calibrated_load_interpolates():
 
 
 def test_experiment_cells_of_the_small_grids():
-    for name, calibrated, loads in (("small", None, {1.0}), ("pollux-small", 3.5, {3.5})):
+    for name, calibrated, loads, timeouts in (("small", None, {1.0}, 2), ("pollux-small", 3.5, {3.5}, 1)):
         spec = E.grid_spec(name)
         cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
-        # locality: strict, any, one timeout, long jobs strict/migrated; interference: 2 x 2 + dedicated;
-        # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at two loads
-        assert counts == {"locality": 10, "interference": 10, "failures": 8, "early_stop": 4,
+        # locality: strict, any, the timeouts (small: 60 and 180 s, the calibration grid's; pollux-small: 180 s),
+        # long jobs strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings;
+        # early stop: off + 1 tolerance; policies at two loads
+        assert counts == {"locality": 2 * (4 + timeouts), "interference": 10, "failures": 8, "early_stop": 4,
                           "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
         assert all(c["inputs"] == "fp" for c in cells)
