@@ -368,12 +368,12 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     messages = load_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
-    rule_matches = [rules.classify(text) for text in messages["text"]]
-    by_rules = pd.Series([m.reason for m in rule_matches], index=messages.index)
+    by_rules = pd.Series([rules.classify(text).reason for text in messages["text"]], index=messages.index)
+    splits = sorted(messages["split"].unique(), key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
     rows = []
     for ngram_range in grid["ngram_range"]:
         for with_corpus in grid["with_corpus"]:
-            for split in [s for s in SPLITS if (messages["split"] == s).any()]:
+            for split in splits:
                 held = messages[messages["split"] == split]
                 silent = held[by_rules[held.index] == NO_SIGNATURE]
                 model = train_fallback(messages[messages["split"] != split],
