@@ -198,7 +198,9 @@ def test_single_signatures(text, reason, rule_id):
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\ntrain.py FAILED", "mpi_runtime_failure"),
 ])
 def test_precedence_between_signatures(text, reason):
-    assert classify(text).reason == reason
+    # the rules alone: where they leave a near-miss without signature, the learned fallback may still guess
+    # (tests/test_classify_fallback.py pins what it makes of these lines)
+    assert classify(text, fallback=False).reason == reason
 
 
 def test_no_signature_and_the_evidence_reported():

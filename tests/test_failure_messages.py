@@ -3,8 +3,10 @@
 Unlike the project's own corpus, these texts were written by others. Rounds 1 and 2 tuned the rules on the
 tuning half only and measured the held-out sets once each (heldout: 82.0%, then 86.9%; heldout2: 67.4%);
 round 3 tuned on the first three splits and heldout3 measured it once (79.4%); round 4 tuned on all four splits,
-so every count below is in-sample: a regression count, no estimate of accuracy on unseen messages (see
-data/failure_messages/README.md, "Round 4").
+so every rules-only count below is in-sample: a regression count, no estimate of accuracy on unseen messages (see
+data/failure_messages/README.md, "Round 4"). Round 5 added a learned fallback where no rule fires, trained on all
+five splits: the default classifier's counts are in-sample too; its out-of-fold figures are the leave-one-split-out
+counts asserted at the end (README, "A learned fallback (round 5)").
 """
 
 import hashlib
@@ -15,16 +17,34 @@ import textwrap
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.classify import MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, evaluate_classifier, load_messages, load_rules
+from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, choose_fallback_settings,
+                                         cross_validate_fallback, evaluate_classifier, fallback_keeps_corpus,
+                                         load_messages, load_rules)
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
-# Messages classified right after tuning round 4, which tuned on all four splits: in-sample regression counts,
-# asserted exactly so that any rule change that moves one is noticed and explained. The held-out numbers measured
-# once before they were tuned on (heldout: 50 then 53 of 61; heldout2: 64 of 95; heldout3: 81 of 102) are kept in
-# the README. The misses left: heldout m074, heldout2 m214 and m221 (README, "Round 4").
+# History: messages classified right by the rules alone after tuning round 4, which tuned on all four splits
+# (in-sample). The held-out numbers measured once before they were tuned on (heldout: 50 then 53 of 61; heldout2:
+# 64 of 95; heldout3: 81 of 102) are kept in the README. The misses left: heldout m074, heldout2 m214 and m221.
 TUNING_CORRECT_AFTER_ROUND4 = 145
 HELDOUT_CORRECT_AFTER_ROUND4 = 60
 HELDOUT2_CORRECT_AFTER_ROUND4 = 93
 HELDOUT3_CORRECT_AFTER_ROUND4 = 102
+
+# The default classifier since round 5: rules + the learned fallback, trained on all five splits, so these counts
+# are in-sample regression counts (a message no rule matches finds itself as nearest neighbour). Against the
+# rules alone: heldout m114 (the one message labelled no signature) is now guessed CPU OOM (-1), heldout2 m214 and
+# the 12 heldout4 messages no rule matched are now right (+1, +12) (README, "A learned fallback (round 5)").
+TUNING_CORRECT_WITH_FALLBACK = 145
+HELDOUT_CORRECT_WITH_FALLBACK = 59
+HELDOUT2_CORRECT_WITH_FALLBACK = 94
+HELDOUT3_CORRECT_WITH_FALLBACK = 102
+HELDOUT4_CORRECT_WITH_FALLBACK = 90
+
+# Leave-one-split-out cross-validation of the fallback (round 5): for each split, the fallback trained on the
+# other four, rules + fallback with the chosen settings classify it. Exact counts (rules alone, hybrid).
+CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 59), "heldout2": (93, 94), "heldout3": (102, 102),
+              "heldout4": (78, 86)}
+CHOSEN_FALLBACK = FallbackSettings(ngram_range=(3, 5), threshold=0.2, with_corpus=False)
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -153,7 +173,7 @@ def test_evaluation_on_known_answers():
                  "RuntimeError: CUDA out of memory.",          # labelled otherwise: a miss
                  "nothing recognisable here",                  # a miss to no signature
                  "ValueError: shapes (3,) and (4,) not aligned"]})
-    ev = evaluate_classifier(messages)
+    ev = evaluate_classifier(messages, fallback=False)  # the rules alone: no learned guess
     assert ev.accuracy == 0.5
     assert list(ev.results["predicted"]) == ["gpu_out_of_memory", "gpu_out_of_memory", NO_SIGNATURE, NO_SIGNATURE]
     assert list(ev.results["rule_id"][:2]) == ["torch-cuda-oom", "torch-cuda-oom"]
@@ -166,37 +186,54 @@ def test_evaluation_on_known_answers():
     assert ev.by_reason().loc["permission_error", "recall"] == 0.0
     with pytest.raises(ValueError, match="no messages"):
         evaluate_classifier(messages.iloc[:0])
+    # with the default fallback, the rules' answers stand, and each text the rules leave silent carries the
+    # similarity to its nearest labelled message; a guess is marked as the fallback's
+    hybrid = evaluate_classifier(messages).results
+    assert list(hybrid["rule_id"][:2]) == ["torch-cuda-oom", "torch-cuda-oom"]
+    assert hybrid["fallback_similarity"][:2].isna().all() and hybrid["fallback_similarity"][2:].notna().all()
+    guessed = hybrid["rule_id"] == FALLBACK_RULE_ID
+    assert (hybrid.loc[guessed, "fallback_similarity"] >= CHOSEN_FALLBACK.threshold).all()
+    assert (hybrid.loc[~guessed & hybrid["fallback_similarity"].notna(), "predicted"] == NO_SIGNATURE).all()
 
 
 def test_tuning_half_is_classified_right(messages):
     ev = evaluate_classifier(messages[messages["split"] == "tuning"])
     wrong = ev.results[~ev.results["correct"]]
     assert wrong.empty, wrong.to_string()
-    assert len(ev.results) == TUNING_CORRECT_AFTER_ROUND4
+    assert len(ev.results) == TUNING_CORRECT_WITH_FALLBACK
+    assert int(evaluate_classifier(messages[messages["split"] == "tuning"], fallback=False).results["correct"].sum()) == (
+        TUNING_CORRECT_AFTER_ROUND4)
 
 
-@pytest.mark.parametrize("split, size, correct", [("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND4),
-                                                   ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4),
-                                                   ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4)])
-def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, correct):
+@pytest.mark.parametrize("split, size, rules_correct, correct", [
+    ("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND4, HELDOUT_CORRECT_WITH_FALLBACK),
+    ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4, HELDOUT2_CORRECT_WITH_FALLBACK),
+    ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4, HELDOUT3_CORRECT_WITH_FALLBACK),
+    ("heldout4", HELDOUT4_SIZE, HELDOUT4_CORRECT_MEASURED, HELDOUT4_CORRECT_WITH_FALLBACK)])
+def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, rules_correct,
+                                                                     correct):
     ev = evaluate_classifier(messages[messages["split"] == split])
     n, right = len(ev.results), int(ev.results["correct"].sum())
     blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
              if split == "heldout3" else "")
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, {split} (tuned on in round 4, so in-sample{blind}): {right} of {n} "
-              f"({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
+        print(f"\nreal user-posted failure messages, {split} (rules + fallback, both tuned on it, so in-sample{blind}): "
+              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
         print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
         print(ev.results.loc[~ev.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
     assert n == size
     assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
     assert ev.accuracy == pytest.approx(right / n)
     assert right == correct
+    rules_alone = evaluate_classifier(messages[messages["split"] == split], fallback=False)
+    assert int(rules_alone.results["correct"].sum()) == rules_correct
+    assert not (rules_alone.results["rule_id"] == FALLBACK_RULE_ID).any()
 
 
 
 def test_heldout4_measured_once_confusion_table(messages, capsys):
-    ev = evaluate_classifier(messages[messages["split"] == "heldout4"])
+    # the one blind measurement was of the rules alone (before round 5 added the fallback)
+    ev = evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False)
     n, right = len(ev.results), int(ev.results["correct"].sum())
     with capsys.disabled():
         print(f"\nreal user-posted failure messages, heldout4 (new threads, labelled blind, evaluated once after round 4): "
@@ -210,4 +247,23 @@ def test_heldout4_measured_once_confusion_table(messages, capsys):
 @pytest.mark.xfail(strict=True, reason="heldout4 accuracy measured once after tuning round 4 is 80.4% (78/97), below "
                                        "the 0.90 target (data/failure_messages/README.md, 'heldout4')")
 def test_heldout4_accuracy_meets_target(messages):
-    assert evaluate_classifier(messages[messages["split"] == "heldout4"]).accuracy >= HELDOUT_TARGET
+    assert evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False).accuracy >= HELDOUT_TARGET
+
+
+def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
+    cv = cross_validate_fallback(messages)
+    keeps_corpus = fallback_keeps_corpus(messages)
+    # the settings are chosen by the cross-validation alone, among those that keep every corpus log right
+    assert choose_fallback_settings(cv, keeps_corpus) == CHOSEN_FALLBACK == FallbackSettings()
+    chosen = cv[(cv["ngram_range"] == CHOSEN_FALLBACK.ngram_range) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
+                & (cv["threshold"] == CHOSEN_FALLBACK.threshold)].set_index("split")
+    with capsys.disabled():
+        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other four splits "
+              f"({CHOSEN_FALLBACK}):")
+        print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct"]].to_string())
+    assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
+    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [11, 8]
+    # the cross-validation alone would pick a lower threshold; it guesses on the corpus's unattributable logs
+    assert choose_fallback_settings(cv).threshold < CHOSEN_FALLBACK.threshold
+    assert not keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, 0.1)]
+    assert keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, CHOSEN_FALLBACK.threshold)]

@@ -3,7 +3,8 @@
 import pytest
 
 from dlcluster.analysis import failures as F
-from dlcluster.analysis.classify import evaluate_classifier, load_messages
+from dlcluster.analysis.classify import cross_validate_fallback, evaluate_classifier, load_messages
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 
 @pytest.mark.notebook
@@ -25,22 +26,32 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     assert 0 < r["failures.users.p_value_within_user"] <= 1
     # the default logs are the corpus, every log of which has a known true reason
     assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
-    # the real user-posted messages: the held-out accuracy recorded is the library's
+    # the real user-posted messages: the per-split accuracies recorded are the library's, rules alone
     messages = load_messages()
-    heldout = evaluate_classifier(messages[messages["split"] == "heldout"])
+    heldout = evaluate_classifier(messages[messages["split"] == "heldout"], fallback=False)
     assert r["messages.count"] == len(messages)
     assert r["messages.heldout.count"] == len(heldout.results)
     assert r["messages.heldout.accuracy_pct"] == pytest.approx(100 * heldout.accuracy)
-    heldout2 = evaluate_classifier(messages[messages["split"] == "heldout2"])
+    heldout2 = evaluate_classifier(messages[messages["split"] == "heldout2"], fallback=False)
     assert r["messages.heldout2.count"] == len(heldout2.results) == 95
     assert r["messages.heldout2.accuracy_pct"] == pytest.approx(100 * heldout2.accuracy)
-    heldout3 = evaluate_classifier(messages[messages["split"] == "heldout3"])
+    heldout3 = evaluate_classifier(messages[messages["split"] == "heldout3"], fallback=False)
     assert r["messages.heldout3.count"] == len(heldout3.results) == 102
     assert r["messages.heldout3.accuracy_pct"] == pytest.approx(100 * heldout3.accuracy)
-    heldout4 = evaluate_classifier(messages[messages["split"] == "heldout4"])
+    heldout4 = evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False)
     assert r["messages.heldout4.count"] == len(heldout4.results) == 97
     assert r["messages.heldout4.accuracy_pct"] == pytest.approx(100 * heldout4.accuracy)
     assert r["messages.tuning.accuracy_pct"] == 100.0
+    # rules + fallback, leave-one-split-out with the chosen settings, as the library computes it
+    settings = FallbackSettings()
+    cv = cross_validate_fallback(messages, grid={"ngram_range": [settings.ngram_range],
+                                                 "with_corpus": [settings.with_corpus], "threshold": [settings.threshold]})
+    for row in cv.itertuples():
+        assert r[f"messages.{row.split}.fallback_cv.accuracy_pct"] == pytest.approx(100 * row.hybrid_correct / row.messages)
+    assert r["messages.heldout4.fallback_cv.accuracy_pct"] > r["messages.heldout4.accuracy_pct"]
+    hybrid = evaluate_classifier(messages)
+    assert r["messages.fallback_decisions"] == (hybrid.results["rule_id"] == FALLBACK_RULE_ID).sum() > 0
+    assert r["logs.fallback_pct"] == 0.0  # every corpus log is decided by a rule, or rightly left without signature
     assert r["model.p_job_fails"] == pytest.approx(r["failures.failed_jobs_pct"] / 100)
     assert r["model.classes"] == 18
     assert {f["name"] for f in doc["figures"]} == {"status_shares", "rtf", "failures_by_size", "repeated_failures",

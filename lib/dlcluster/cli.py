@@ -6,7 +6,7 @@
     dlcluster data [--url URL]                                     download, verify, extract, ingest
     dlcluster ingest [RAW_DIR] [--force]                           raw Philly files -> Parquet (resumable)
     dlcluster synth-trace OUT [--scale 0.125]                      SYNTHETIC raw trace for benchmarks
-    dlcluster classify-logs [DIR]                                  failure reason of each log
+    dlcluster classify-logs [DIR] [--no-fallback]                  failure reason of each log
     dlcluster bench-colocation --device cpu --model tiny ...       ResNet-50 colocation benchmark
 """
 
@@ -90,9 +90,13 @@ def _classify_logs(args) -> int:
     import pandas as pd
 
     from .analysis.classify import classify_dir
-    table = classify_dir(args.logs_dir, pattern=args.pattern)
+    from .analysis.fallback import FALLBACK_RULE_ID
+    table = classify_dir(args.logs_dir, pattern=args.pattern, fallback=not args.no_fallback)
+    # a learned guess (rule_id fallback:char-ngram) shows its similarity and the labelled message it resembles
+    table["evidence"] = [f"similar to labelled message {row.fallback_neighbour} (similarity {row.fallback_similarity:.2f})"
+                         if row.rule_id == FALLBACK_RULE_ID else row.matched_line for row in table.itertuples()]
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
-        print(table[["log_file", "reason", "category", "rule_id", "matched_line"]].to_string(index=False))
+        print(table[["log_file", "reason", "category", "rule_id", "evidence"]].to_string(index=False))
         print()
         print(table["reason"].value_counts().to_string())
     return 0
@@ -154,9 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench-colocation", add_help=False,
                    help="ResNet-50 locality/colocation benchmark (needs the [torch] extra); --help for options")
 
-    p = sub.add_parser("classify-logs", help="classify job failure logs with the rule-based classifier")
+    p = sub.add_parser("classify-logs", help="classify job failure logs: the rules, then a learned fallback where none fires")
     p.add_argument("logs_dir", nargs="?", default=str(paths.data_dir() / "failure_logs"))
     p.add_argument("--pattern", default="*.log")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="rules only: leave a log that no rule matches as no signature, without a learned guess")
     p.set_defaults(func=_classify_logs)
 
     _register_simulator(sub)

@@ -11,8 +11,15 @@ A rule may also name a ``requires`` pattern that some line of the same log must
 match, for signatures whose meaning depends on what the job was doing: "Permission
 denied" on a checkpoint path is a checkpoint error only where the log shows the job
 saving, otherwise a permission error. A log that no rule matches is
-"no signature", never a guess. Every :class:`Match` says which rule fired and on
+"no signature" to the rules. Every :class:`Match` says which rule fired and on
 which line, so a reader can audit each decision.
+
+Where no rule fires, the default classifier asks a learned fallback
+(:mod:`dlcluster.analysis.fallback`, trained on the hand-labelled real messages of
+``data/failure_messages/``): the reason of the most similar labelled message, if it is
+similar enough, else still "no signature". Its decisions carry the rule id
+``fallback:char-ngram``, the similarity and the labelled message they resemble, so a learned
+guess is never mistaken for a rule match; ``fallback=False`` gives the rules alone.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, NearestMessageFallback
 from dlcluster.paths import data_dir
 
 NO_SIGNATURE = "no_signature"
@@ -60,9 +68,11 @@ class Match:
     label: str
     category: str
     retryable: bool
-    rule_id: str | None
+    rule_id: str | None  # FALLBACK_RULE_ID for a learned guess
     matched_line: str | None
-    line_number: int | None  # 1-based; None for no signature
+    line_number: int | None  # 1-based; None for no signature and for a learned guess
+    fallback_similarity: float | None = None  # where the rules were silent: similarity to the nearest labelled text
+    fallback_neighbour: str | None = None  # that text's id (the evidence of a learned guess)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -173,9 +183,63 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
     return _cached(str(Path(path or RULES_PATH).resolve()))
 
 
-def classify(text: str, rules: RuleSet | None = None) -> Match:
-    """Classify one log's text; see :class:`RuleSet.classify`."""
-    return (rules or load_rules()).classify(text)
+FallbackArg = bool | NearestMessageFallback | None
+
+
+def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = FallbackSettings(),
+                   corpus_dir: str | Path | None = None) -> NearestMessageFallback:
+    """A fallback trained on labelled ``messages`` (``no_signature`` labels left out: nothing to learn from
+    them), plus the corpus logs of ``corpus_dir`` (default ``data/failure_logs``) if ``settings.with_corpus``."""
+    labelled = messages[messages["reason"] != NO_SIGNATURE]
+    texts, reasons, ids = list(labelled["text"]), list(labelled["reason"]), list(labelled["id"])
+    if settings.with_corpus:
+        corpus_dir = Path(corpus_dir) if corpus_dir else data_dir() / "failure_logs"
+        index = pd.read_csv(corpus_dir / "index.csv", dtype=str)
+        index = index[index["true_reason"] != NO_SIGNATURE]
+        texts += [read_log(corpus_dir / name) for name in index["log_file"]]
+        reasons += list(index["true_reason"])
+        ids += list(index["log_file"])
+    return NearestMessageFallback(texts, reasons, ids, settings)
+
+
+@lru_cache(maxsize=1)
+def default_fallback() -> NearestMessageFallback:
+    """The fallback trained on all labelled real messages with the chosen settings (cached per process)."""
+    return train_fallback(load_messages())
+
+
+def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> NearestMessageFallback | None:
+    if fallback is None or fallback is False:
+        return None
+    model = default_fallback() if fallback is True else fallback
+    unknown = sorted(model.classes - set(rules.reasons))
+    if unknown:
+        raise ValueError(f"the fallback guesses reasons that {rules.path.name} does not define: {unknown}; "
+                         "pass fallback=False or a fallback trained on this rule file's reasons")
+    return model
+
+
+def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: FallbackArg = True) -> list[Match]:
+    """Classify each text: the rules first (:meth:`RuleSet.classify`); where none fires, the fallback's guess
+    if it is similar enough to a labelled message, else no signature. ``fallback``: True for the default
+    (:func:`default_fallback`), False for the rules alone, or a trained :class:`NearestMessageFallback`."""
+    rules = rules or load_rules()
+    model = _fallback_for(rules, fallback)
+    matches = [rules.classify(text) for text in texts]
+    silent = [i for i, m in enumerate(matches) if m.reason == NO_SIGNATURE]
+    if model is None or not silent:
+        return matches
+    for i, guess in zip(silent, model.guess_many([texts[i] for i in silent])):
+        r = rules.reasons[guess.reason] if guess.reason is not None else rules.no_signature
+        matches[i] = Match(r.key, r.label, r.category, r.retryable,
+                           FALLBACK_RULE_ID if guess.reason is not None else None, None, None,
+                           guess.similarity, guess.neighbour)
+    return matches
+
+
+def classify(text: str, rules: RuleSet | None = None, fallback: FallbackArg = True) -> Match:
+    """Classify one log's text; see :func:`classify_many`."""
+    return classify_many([text], rules, fallback)[0]
 
 
 def read_log(path: str | Path) -> str:
@@ -183,26 +247,25 @@ def read_log(path: str | Path) -> str:
     return Path(path).read_bytes().decode("utf-8", errors="replace")
 
 
-def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: str = "*.log") -> pd.DataFrame:
-    """Classify every log file in ``logs_dir`` matching ``pattern`` (sorted by name).
+RESULT_COLUMNS = ["reason", "label", "category", "retryable", "rule_id", "line_number", "matched_line",
+                  "fallback_similarity", "fallback_neighbour"]
+
+
+def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: str = "*.log",
+                 fallback: FallbackArg = True) -> pd.DataFrame:
+    """Classify every log file in ``logs_dir`` matching ``pattern`` (sorted by name); see :func:`classify_many`.
 
     Returns one row per log: ``log_file`` (name relative to ``logs_dir``), reason,
-    label, category, retryable, rule_id, line_number, matched_line.
+    label, category, retryable, rule_id, line_number, matched_line, fallback_similarity and
+    fallback_neighbour (where no rule fired and a fallback was asked).
     """
-    rules = rules or load_rules()
     logs_dir = Path(logs_dir)
     if not logs_dir.is_dir():
         raise FileNotFoundError(f"logs directory {logs_dir} does not exist")
-    rows = []
-    for path in sorted(logs_dir.glob(pattern)):
-        if not path.is_file():
-            continue
-        m = rules.classify(read_log(path))
-        rows.append({"log_file": path.name, "reason": m.reason, "label": m.label, "category": m.category,
-                     "retryable": m.retryable, "rule_id": m.rule_id, "line_number": m.line_number,
-                     "matched_line": m.matched_line})
-    return pd.DataFrame(rows, columns=["log_file", "reason", "label", "category", "retryable",
-                                       "rule_id", "line_number", "matched_line"])
+    paths = [p for p in sorted(logs_dir.glob(pattern)) if p.is_file()]
+    matches = classify_many([read_log(p) for p in paths], rules, fallback)
+    rows = [{"log_file": p.name, **{c: getattr(m, c) for c in RESULT_COLUMNS}} for p, m in zip(paths, matches)]
+    return pd.DataFrame(rows, columns=["log_file", *RESULT_COLUMNS])
 
 
 def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) -> pd.DataFrame:
@@ -266,18 +329,107 @@ class Evaluation:
         return pd.DataFrame({"messages": g.size(), "correct": g.sum().astype(int), "recall": g.mean()})
 
 
-def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None) -> Evaluation:
-    """Classify each message's ``text`` and compare with its hand label ``reason``."""
+def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None,
+                        fallback: FallbackArg = True) -> Evaluation:
+    """Classify each message's ``text`` (rules, then ``fallback``; see :func:`classify_many`) and compare with
+    its hand label ``reason``. A learned guess shows as rule_id ``fallback:char-ngram`` in the results."""
     if messages.empty:
         raise ValueError("no messages to evaluate")
-    rules = rules or load_rules()
-    matches = [rules.classify(text) for text in messages["text"]]
+    matches = classify_many(list(messages["text"]), rules, fallback)
     results = messages[["id", "source_url", "reason"]].reset_index(drop=True).assign(
         predicted=[m.reason for m in matches], rule_id=[m.rule_id for m in matches],
-        matched_line=[m.matched_line for m in matches])
+        matched_line=[m.matched_line for m in matches],
+        fallback_similarity=[m.fallback_similarity for m in matches],
+        fallback_neighbour=[m.fallback_neighbour for m in matches])
     results["correct"] = results["reason"] == results["predicted"]
     labels = sorted(set(results["reason"]) | set(results["predicted"]))
     confusion = pd.crosstab(pd.Categorical(results["reason"], labels), pd.Categorical(results["predicted"], labels),
                             dropna=False)
     confusion.index.name, confusion.columns.name = "true reason", "predicted"
     return Evaluation(results, float(results["correct"].mean()), confusion)
+
+
+# The candidate settings of the fallback, kept small: three n-gram ranges, with and without the corpus logs,
+# six similarity thresholds (data/failure_messages/README.md, "A learned fallback (round 5)").
+FALLBACK_GRID = {"ngram_range": [(2, 4), (3, 5), (2, 5)], "with_corpus": [False, True],
+                 "threshold": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}
+
+
+def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
+                            grid: dict | None = None) -> pd.DataFrame:
+    """Leave-one-split-out accuracy of rules + fallback for every setting of ``grid`` (default FALLBACK_GRID).
+
+    For each split S of ``messages`` (default: all labelled messages), the fallback is trained on the other
+    splits only and S is classified with the rules and that fallback. One row per setting and split:
+    messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made), fallback_correct.
+    The rules themselves were written from these splits, so rules_correct is in-sample; only the fallback is
+    out of fold.
+    """
+    messages = load_messages() if messages is None else messages
+    rules = rules or load_rules()
+    grid = grid or FALLBACK_GRID
+    by_rules = pd.Series([rules.classify(text).reason for text in messages["text"]], index=messages.index)
+    splits = sorted(messages["split"].unique(), key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
+    rows = []
+    for ngram_range in grid["ngram_range"]:
+        for with_corpus in grid["with_corpus"]:
+            for split in splits:
+                held = messages[messages["split"] == split]
+                silent = held[by_rules[held.index] == NO_SIGNATURE]
+                model = train_fallback(messages[messages["split"] != split],
+                                       FallbackSettings(ngram_range, 0.0, with_corpus))
+                guesses = model.guess_many(list(silent["text"]))
+                for threshold in grid["threshold"]:
+                    predicted = by_rules[held.index].copy()
+                    decided = [g.similarity >= threshold for g in guesses]
+                    predicted[silent.index] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses, decided)]
+                    fallback_right = sum(d and g.reason == t for g, d, t in zip(guesses, decided, silent["reason"]))
+                    rows.append({"ngram_range": ngram_range, "with_corpus": with_corpus, "threshold": threshold,
+                                 "split": split, "messages": len(held),
+                                 "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
+                                 "hybrid_correct": int((predicted == held["reason"]).sum()),
+                                 "fallback_decisions": int(sum(decided)), "fallback_correct": int(fallback_right)})
+    return pd.DataFrame(rows)
+
+
+def choose_fallback_settings(cv: pd.DataFrame, allowed: pd.Series | None = None) -> FallbackSettings:
+    """The setting with the highest mean of the per-split hybrid accuracies in ``cv``
+    (:func:`cross_validate_fallback`); ties go to the higher threshold (fewer guesses), then to grid order.
+    ``allowed`` (a boolean Series over the settings' (ngram_range, with_corpus, threshold)) excludes settings."""
+    keys = ["ngram_range", "with_corpus", "threshold"]
+    per_setting = (cv.assign(accuracy=cv["hybrid_correct"] / cv["messages"])
+                   .groupby(keys, sort=False)["accuracy"].mean().reset_index())
+    if allowed is not None:
+        per_setting = per_setting[per_setting.set_index(keys).index.map(allowed).to_numpy(dtype=bool)]
+    if per_setting.empty:
+        raise ValueError("no allowed fallback setting to choose from")
+    order = per_setting.assign(grid_order=range(len(per_setting))).sort_values(
+        ["accuracy", "threshold", "grid_order"], ascending=[False, False, True], kind="stable")
+    best = order.iloc[0]
+    return FallbackSettings(tuple(best["ngram_range"]), float(best["threshold"]), bool(best["with_corpus"]))
+
+
+def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
+                          grid: dict | None = None, corpus_dir: str | Path | None = None) -> pd.Series:
+    """Per setting of ``grid``: does rules + fallback (trained on all ``messages``) still classify every log of
+    the corpus (default ``data/failure_logs``, true reasons in its index.csv) to its true reason? The corpus
+    holds logs a reader cannot attribute (true reason no signature), which a wild guess would get wrong."""
+    messages = load_messages() if messages is None else messages
+    rules = rules or load_rules()
+    grid = grid or FALLBACK_GRID
+    corpus_dir = Path(corpus_dir) if corpus_dir else data_dir() / "failure_logs"
+    index = pd.read_csv(corpus_dir / "index.csv", dtype=str)
+    texts = [read_log(corpus_dir / name) for name in index["log_file"]]
+    by_rules = [rules.classify(text).reason for text in texts]
+    silent = [i for i, reason in enumerate(by_rules) if reason == NO_SIGNATURE]
+    rules_right = all(by_rules[i] == index["true_reason"].iloc[i] for i in range(len(texts)) if i not in silent)
+    kept = {}
+    for ngram_range in grid["ngram_range"]:
+        for with_corpus in grid["with_corpus"]:
+            model = train_fallback(messages, FallbackSettings(ngram_range, 0.0, with_corpus), corpus_dir)
+            guesses = model.guess_many([texts[i] for i in silent])
+            for threshold in grid["threshold"]:
+                right = [(g.reason if g.similarity >= threshold else NO_SIGNATURE) == index["true_reason"].iloc[i]
+                         for i, g in zip(silent, guesses)]
+                kept[(ngram_range, with_corpus, threshold)] = rules_right and all(right)
+    return pd.Series(kept, dtype=bool)
