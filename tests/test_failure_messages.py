@@ -19,7 +19,7 @@ import pytest
 
 from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, choose_fallback_settings,
                                          cross_validate_fallback, evaluate_classifier, fallback_keeps_corpus,
-                                         load_messages, load_rules)
+                                         load_messages, load_rules, train_fallback)
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 # History: messages classified right by the rules alone after tuning round 4, which tuned on all four splits
@@ -79,6 +79,12 @@ HELDOUT4_CORRECT_MEASURED = 78
 # hand-labelled blind; committed before the classifier first sees it (README, "heldout5").
 HELDOUT5_SIZE = 100
 HELDOUT5_SHA256 = "b03f34799b33b7b3f1771465425b0f4bf9f50a233ee697c7be399808f7303a44"
+# heldout5 measured once (merge commit 0704dce: the set committed, the rules and the fallback of the fallback branch
+# untouched): the rules alone 80 of 100, the classifier as shipped (rules + the fallback with the chosen settings,
+# trained on the five earlier splits, as it was before heldout5 existed) 83 of 100; the fallback decided 7, 3 right.
+# Asserted exactly; since then the default fallback also learns from heldout5, so these counts use one trained without it.
+HELDOUT5_RULES_CORRECT_MEASURED = 80
+HELDOUT5_HYBRID_CORRECT_MEASURED = 83
 HELDOUT_TARGET = 0.90
 
 
@@ -257,6 +263,8 @@ def test_heldout4_accuracy_meets_target(messages):
 
 
 def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
+    # the settings were chosen on the five splits that existed then (heldout5 came after, to measure the choice)
+    messages = messages[messages["split"] != "heldout5"]
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
     # the settings are chosen by the cross-validation alone, among those that keep every corpus log right
@@ -273,3 +281,35 @@ def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, c
     assert choose_fallback_settings(cv).threshold < CHOSEN_FALLBACK.threshold
     assert not keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, 0.1)]
     assert keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, CHOSEN_FALLBACK.threshold)]
+
+
+def _heldout5_blind(messages):
+    """heldout5 classified as it was measured: rules alone, and rules + a fallback that never saw heldout5."""
+    part = messages[messages["split"] == "heldout5"]
+    before = train_fallback(messages[messages["split"] != "heldout5"], CHOSEN_FALLBACK)
+    return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
+
+
+def test_heldout5_measured_once_rules_and_fallback(messages, capsys):
+    rules_alone, hybrid = _heldout5_blind(messages)
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout5 (new threads, labelled blind, evaluated once after round 5): "
+              f"rules alone {rules_alone.results['correct'].sum()} of {len(rules_alone.results)}, rules + fallback "
+              f"{hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); confusion table of the hybrid (non-zero columns):")
+        print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
+    assert len(hybrid.results) == HELDOUT5_SIZE
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT5_RULES_CORRECT_MEASURED
+    assert int(hybrid.results["correct"].sum()) == HELDOUT5_HYBRID_CORRECT_MEASURED
+    guessed = hybrid.results[hybrid.results["rule_id"] == FALLBACK_RULE_ID]
+    assert (len(guessed), int(guessed["correct"].sum())) == (7, 3)
+    # the leave-one-split-out row of heldout5 is the same measurement: the fallback trained on the other splits
+    cv = cross_validate_fallback(messages, grid={"ngram_range": [CHOSEN_FALLBACK.ngram_range],
+                                                 "with_corpus": [CHOSEN_FALLBACK.with_corpus],
+                                                 "threshold": [CHOSEN_FALLBACK.threshold]}).set_index("split")
+    assert cv.loc["heldout5", ["rules_correct", "hybrid_correct"]].tolist() == [80, 83]
+
+
+@pytest.mark.xfail(strict=True, reason="heldout5 accuracy of the classifier as shipped (rules + fallback), measured once, "
+                                       "is 83.0% (83/100), below the 0.90 target (data/failure_messages/README.md, 'heldout5')")
+def test_heldout5_accuracy_meets_target(messages):
+    assert _heldout5_blind(messages)[1].accuracy >= HELDOUT_TARGET

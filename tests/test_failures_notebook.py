@@ -41,6 +41,9 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     heldout4 = evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False)
     assert r["messages.heldout4.count"] == len(heldout4.results) == 97
     assert r["messages.heldout4.accuracy_pct"] == pytest.approx(100 * heldout4.accuracy)
+    heldout5 = evaluate_classifier(messages[messages["split"] == "heldout5"], fallback=False)
+    assert r["messages.heldout5.count"] == len(heldout5.results) == 100
+    assert r["messages.heldout5.accuracy_pct"] == pytest.approx(100 * heldout5.accuracy) == 80.0
     assert r["messages.tuning.accuracy_pct"] == 100.0
     # rules + fallback, leave-one-split-out with the chosen settings, as the library computes it
     settings = FallbackSettings()
@@ -49,6 +52,7 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     for row in cv.itertuples():
         assert r[f"messages.{row.split}.fallback_cv.accuracy_pct"] == pytest.approx(100 * row.hybrid_correct / row.messages)
     assert r["messages.heldout4.fallback_cv.accuracy_pct"] > r["messages.heldout4.accuracy_pct"]
+    assert r["messages.heldout5.fallback_cv.accuracy_pct"] == pytest.approx(83.0)  # heldout5's blind measurement
     hybrid = evaluate_classifier(messages)
     assert r["messages.fallback_decisions"] == (hybrid.results["rule_id"] == FALLBACK_RULE_ID).sum() > 0
     assert r["logs.fallback_pct"] == 0.0  # every corpus log is decided by a rule, or rightly left without signature
