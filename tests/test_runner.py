@@ -69,8 +69,14 @@ def _reports(tmp_path, *args, **popen):
     env = {**os.environ, "PYTHONPATH": str(LIB)}
     command = [sys.executable, "-m", "dlcluster.cli", "reports", "--notebooks", str(tmp_path / "nbs"),
                "--out", str(tmp_path / "out"), *args]
+    # as from a terminal: Ctrl-C delivered. A test run started in the background (``make test &``, a CI runner
+    # without job control) hands its children SIGINT ignored, and Python then never raises KeyboardInterrupt
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            **popen)
+                            preexec_fn=_interrupt_as_from_a_terminal, **popen)
+
+
+def _interrupt_as_from_a_terminal():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _params(tmp_path, text):
