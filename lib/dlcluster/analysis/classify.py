@@ -193,13 +193,19 @@ def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = Fallback
     labelled = messages[messages["reason"] != NO_SIGNATURE]
     texts, reasons, ids = list(labelled["text"]), list(labelled["reason"]), list(labelled["id"])
     if settings.with_corpus:
-        corpus_dir = Path(corpus_dir) if corpus_dir else data_dir() / "failure_logs"
-        index = pd.read_csv(corpus_dir / "index.csv", dtype=str)
-        index = index[index["true_reason"] != NO_SIGNATURE]
-        texts += [read_log(corpus_dir / name) for name in index["log_file"]]
-        reasons += list(index["true_reason"])
-        ids += list(index["log_file"])
+        index, logs = _corpus_logs(corpus_dir)
+        known = (index["true_reason"] != NO_SIGNATURE).to_numpy()
+        texts += [text for text, keep in zip(logs, known) if keep]
+        reasons += list(index.loc[known, "true_reason"])
+        ids += list(index.loc[known, "log_file"])
     return NearestMessageFallback(texts, reasons, ids, settings)
+
+
+def _corpus_logs(corpus_dir: str | Path | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The failure-log corpus (default ``data/failure_logs``): its index.csv (true reasons) and each log's text."""
+    corpus_dir = Path(corpus_dir) if corpus_dir else data_dir() / "failure_logs"
+    index = pd.read_csv(corpus_dir / "index.csv", dtype=str)
+    return index, [read_log(corpus_dir / name) for name in index["log_file"]]
 
 
 @lru_cache(maxsize=1)
@@ -417,9 +423,7 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
     messages = load_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
-    corpus_dir = Path(corpus_dir) if corpus_dir else data_dir() / "failure_logs"
-    index = pd.read_csv(corpus_dir / "index.csv", dtype=str)
-    texts = [read_log(corpus_dir / name) for name in index["log_file"]]
+    index, texts = _corpus_logs(corpus_dir)
     by_rules = [rules.classify(text).reason for text in texts]
     silent = [i for i, reason in enumerate(by_rules) if reason == NO_SIGNATURE]
     rules_right = all(by_rules[i] == index["true_reason"].iloc[i] for i in range(len(texts)) if i not in silent)

@@ -242,10 +242,12 @@ def _busy_shares(result, topology: Topology, window) -> tuple[float, float]:
     """
     ts = result.timeseries
     t = ts["time_s"].to_numpy(float)
+    if len(t) == 0:
+        return float("nan"), float("nan")
     start = np.clip(t, window[0], window[1])
     end = np.clip(np.append(t[1:], max(window[1], t[-1])), window[0], window[1])
     weight = end - start
-    if len(t) == 0 or weight.sum() <= 0:
+    if weight.sum() <= 0:
         return float("nan"), float("nan")
     busy = 1.0 - ts["idle_servers"].to_numpy(float) / topology.num_servers
     allocated = ts["allocated_gpus"].to_numpy(float) / topology.total_gpus

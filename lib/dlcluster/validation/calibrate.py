@@ -36,6 +36,7 @@ from scipy import stats
 from ..report.progress import emit as emit_progress
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.workload import quotas_from_table
+from ..trace.schema import size_bucket
 from .replay import compare_delays
 from .workload import ReplayWorkload
 
@@ -167,6 +168,27 @@ def fit_latency_mixture(real_waits: pd.DataFrame, span: tuple, by_size: bool = T
     return tuple(rows)
 
 
+def latency_row(mixture: tuple, bucket: str) -> tuple:
+    """The row of a fitted latency model that jobs of size ``bucket`` draw from: their bucket's, else ``"all"``."""
+    rows = {row[0]: row for row in mixture}
+    if bucket not in rows and "all" not in rows:
+        raise ValueError(f"latency_mixture has no row for size bucket {bucket!r} and no 'all' row")
+    return rows.get(bucket, rows.get("all"))
+
+
+def latency_cdf(row: tuple, seconds: np.ndarray) -> np.ndarray:
+    """CDF at ``seconds`` of the latency one row of a fitted model (:data:`LATENCY_FIELDS`) draws."""
+    _, share, fast_median, fast_sigma, slow_median, slow_sigma = row
+
+    def lognormal(median, sigma):
+        if sigma <= 0:
+            return (seconds >= median).astype(float)
+        return stats.norm.cdf((np.log(seconds) - np.log(median)) / sigma)
+
+    slow = lognormal(slow_median, slow_sigma)
+    return share * lognormal(fast_median, fast_sigma) + (1.0 - share) * slow if share > 0 else slow
+
+
 def scheduler_latency(params: ReplayParams, num_gpus, seed: int = 0) -> np.ndarray:
     """Each job's scheduler latency (s), from ``params.latency_mixture`` if given, else the single lognormal.
 
@@ -175,20 +197,15 @@ def scheduler_latency(params: ReplayParams, num_gpus, seed: int = 0) -> np.ndarr
     ``latency_s`` x a factor of median 1 and sigma ``latency_spread``.
     Seeded, so a replay is deterministic.
     """
-    num_gpus = np.asarray(num_gpus, float)
     n_jobs = len(num_gpus)
     rng = np.random.default_rng([seed, 7919])
     z = rng.standard_normal(n_jobs)
     if params.latency_mixture:
         fast_draw = rng.random(n_jobs)
-        by_bucket = {row[0]: row for row in params.latency_mixture}
-        bucket = np.where(num_gpus <= 1, "1", np.where(num_gpus <= 4, "2-4", np.where(num_gpus <= 8, "5-8", ">8")))
+        bucket = size_bucket(pd.Series(np.asarray(num_gpus, float))).astype(str).to_numpy()
         out = np.empty(n_jobs)
         for name in np.unique(bucket):
-            row = by_bucket.get(name, by_bucket.get("all"))
-            if row is None:
-                raise ValueError(f"latency_mixture has no row for size bucket {name!r} and no 'all' row")
-            _, share, fast_median, fast_sigma, slow_median, slow_sigma = row
+            _, share, fast_median, fast_sigma, slow_median, slow_sigma = latency_row(params.latency_mixture, name)
             at = bucket == name
             fast = fast_draw[at] < share
             out[at] = np.where(fast, fast_median * np.exp(fast_sigma * z[at]), slow_median * np.exp(slow_sigma * z[at]))

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..report.plotting import plot_cdf, seconds_axis
-from .calibrate import DELAY_BUCKETS, in_span, ks_distance
+from .calibrate import DELAY_BUCKETS, in_span, ks_distance, latency_cdf, latency_row
 
 
 def plot_demand(table: pd.DataFrame, ax) -> None:
@@ -50,30 +49,16 @@ def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.
     np.ravel(axes)[0].set_ylabel("CDF")
 
 
-def mixture_cdf(row: tuple, seconds: np.ndarray) -> np.ndarray:
-    """CDF at ``seconds`` of one row of a fitted scheduler-latency model (:data:`.calibrate.LATENCY_FIELDS`)."""
-    _, share, fast_median, fast_sigma, slow_median, slow_sigma = row
-
-    def lognormal(median, sigma):
-        if sigma <= 0:
-            return (seconds >= median).astype(float)
-        return stats.norm.cdf((np.log(seconds) - np.log(median)) / sigma)
-
-    slow = lognormal(slow_median, slow_sigma)
-    return share * lognormal(fast_median, fast_sigma) + (1.0 - share) * slow if share > 0 else slow
-
-
 def plot_latency_fit(real_waits: pd.DataFrame, spans: dict, mixture: tuple, axes, floor_s: float = 1.0) -> None:
     """Per size bucket: real first-attempt waits in the fit and held-out spans beside the latency model fitted on the fit span."""
-    rows = {row[0]: row for row in mixture}
     seconds = np.logspace(0, 6.5, 400)
     for ax, bucket in zip(np.ravel(axes), DELAY_BUCKETS):
         for name, style in (("fit", {"color": "black"}), ("held_out", {"color": "0.55", "ls": "--"})):
             part = in_span(real_waits[real_waits["bucket"] == bucket], spans[name])
             plot_cdf(ax, np.maximum(part["first_wait_s"].to_numpy(float), floor_s),
                      label=f"real, {name.replace('_', '-')} span", **style)
-        row = rows.get(bucket, rows.get("all"))
-        ax.plot(seconds, mixture_cdf(row, seconds), color="tab:red", lw=1.5,
+        row = latency_row(mixture, bucket)
+        ax.plot(seconds, latency_cdf(row, seconds), color="tab:red", lw=1.5,
                 label=f"latency model ({row[0]} row, fitted on the fit span)")
         ax.axhline(0.5, color="0.8", lw=0.8)
         seconds_axis(ax)
