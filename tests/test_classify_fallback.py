@@ -8,69 +8,81 @@ import pytest
 
 from dlcluster.analysis.classify import (NO_SIGNATURE, RuleSet, choose_fallback_settings, classify, classify_dir,
                                          classify_many, cross_validate_fallback, evaluate_classifier, train_fallback)
-from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, NearestMessageFallback
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, LearnedFallback
 
 # Texts no rule of failure_rules.yaml matches, each of a made-up family, with a reason to learn.
 TINY = pd.DataFrame({
-    "id": ["p1", "p2", "e1", "e2", "u1"],
+    "id": ["p1", "p2", "e1", "e2", "k1", "k2", "u1"],
     "text": ["PreemptionWarning: spot node reclaimed by the provider, job stopped",
              "PreemptionWarning: spot node reclaimed, workers stopped",
              "flux capacitor memory parity fault on board 3",
              "flux capacitor memory parity fault on board 7",
+             "vault gate refused the badge of user 12",
+             "vault gate refused the badge of user 40",
              "operator says: 1 replica(s) failed"],
-    "reason": ["job_preempted", "job_preempted", "gpu_ecc_error", "gpu_ecc_error", NO_SIGNATURE],
-    "split": ["a", "b", "a", "b", "a"],
-    "source_url": ["u1", "u2", "u3", "u4", "u5"],
+    "reason": ["job_preempted", "job_preempted", "gpu_ecc_error", "gpu_ecc_error", "permission_error",
+               "permission_error", NO_SIGNATURE],
+    "split": ["a", "b", "a", "b", "a", "b", "a"],
+    "source_url": ["u1", "u2", "u3", "u4", "u5", "u6", "u7"],
 })
+TINY_SETTINGS = FallbackSettings(C=100.0, threshold=0.6, with_corpus=False)
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return train_fallback(TINY, FallbackSettings(ngram_range=(3, 5), threshold=0.3))
+    return train_fallback(TINY, TINY_SETTINGS)
 
 
-def test_fallback_picks_the_class_of_the_nearest_labelled_text(tiny):
-    assert tiny.classes == {"job_preempted", "gpu_ecc_error"}  # no_signature labels are not learned
+def test_fallback_guesses_the_reason_of_similar_labelled_texts(tiny):
+    assert tiny.classes == {"job_preempted", "gpu_ecc_error", "permission_error"}  # no_signature is not learned
     m = classify("[w3] PreemptionWarning: spot node reclaimed by the cloud", fallback=tiny)
     assert (m.reason, m.category, m.rule_id) == ("job_preempted", "infrastructure", FALLBACK_RULE_ID)
-    assert m.fallback_neighbour in {"p1", "p2"} and 0.3 <= m.fallback_similarity <= 1
+    assert m.fallback_neighbour in {"p1", "p2"} and 0.6 <= m.fallback_confidence <= 1
     assert (m.matched_line, m.line_number) == (None, None)  # a guess points to no line of the log
     m = classify("flux capacitor parity fault, board 5", fallback=tiny)
     assert (m.reason, m.rule_id, m.fallback_neighbour[0]) == ("gpu_ecc_error", FALLBACK_RULE_ID, "e")
-    # an identical text is its own nearest neighbour at similarity 1
-    guess = tiny.guess(TINY["text"][2])
-    assert (guess.reason, guess.neighbour, guess.similarity) == ("gpu_ecc_error", "e1", pytest.approx(1.0))
+    # a training text is its own most similar text of its reason
+    guess = tiny.guess(TINY["text"][4])
+    assert (guess.reason, guess.neighbour) == ("permission_error", "k1") and guess.confidence > 0.6
 
 
 def test_below_the_threshold_the_text_stays_no_signature(tiny):
-    m = classify("zzzz qqqq", fallback=tiny)  # shares no character n-gram with any labelled text
-    assert (m.reason, m.rule_id, m.fallback_similarity) == (NO_SIGNATURE, None, 0.0)
-    text = "spot price changed"
-    similarity = tiny.guess(text).similarity
-    assert 0 < similarity < 0.3
-    assert classify(text, fallback=tiny).reason == NO_SIGNATURE
-    lenient = train_fallback(TINY, FallbackSettings(ngram_range=(3, 5), threshold=similarity))
+    text = "zzzz qqqq"  # shares nothing with any labelled text: the model cannot tell three reasons apart
+    confidence = tiny.guess(text).confidence
+    assert 1 / 3 <= confidence < 0.6
+    m = classify(text, fallback=tiny)
+    assert (m.reason, m.rule_id, m.fallback_confidence) == (NO_SIGNATURE, None, pytest.approx(confidence))
+    assert m.fallback_neighbour is not None  # the evidence is kept even where the guess is declined
+    lenient = train_fallback(TINY, FallbackSettings(C=100.0, threshold=confidence, with_corpus=False))
     assert classify(text, fallback=lenient).rule_id == FALLBACK_RULE_ID
 
 
+def test_a_fallback_needs_two_reasons_to_learn():
+    with pytest.raises(ValueError, match=r"at least two reasons to train on, got \['syntax_error'\]"):
+        LearnedFallback(["a", "b"], ["syntax_error", "syntax_error"], ["x", "y"])
+    with pytest.raises(ValueError, match=r"differ in length \(2, 1, 2\)"):
+        LearnedFallback(["a", "b"], ["syntax_error"], ["x", "y"])
+
+
 def test_rules_take_precedence_over_the_fallback():
-    # a fallback that would call this exact text a syntax error: the rule still decides
+    # a fallback that calls this exact text a syntax error: the rule still decides
     text = "RuntimeError: CUDA out of memory. Tried to allocate 2 MiB"
-    fooled = NearestMessageFallback([text], ["syntax_error"], ["x"], FallbackSettings(threshold=0.0))
+    fooled = LearnedFallback([text, "vault gate refused"], ["syntax_error", "permission_error"], ["x", "y"],
+                             FallbackSettings(threshold=0.0, with_corpus=False))
     assert fooled.guess(text).reason == "syntax_error"
     m = classify(text, fallback=fooled)
-    assert (m.reason, m.rule_id, m.fallback_similarity) == ("gpu_out_of_memory", "torch-cuda-oom", None)
+    assert (m.reason, m.rule_id, m.fallback_confidence) == ("gpu_out_of_memory", "torch-cuda-oom", None)
 
 
 def test_fallback_off_gives_the_rules_alone(tiny):
     m = classify("PreemptionWarning: spot node reclaimed", fallback=False)
-    assert (m.reason, m.rule_id, m.fallback_similarity, m.fallback_neighbour) == (NO_SIGNATURE, None, None, None)
+    assert (m.reason, m.rule_id, m.fallback_confidence, m.fallback_neighbour) == (NO_SIGNATURE, None, None, None)
 
 
 def test_same_inputs_same_output():
     texts = ["PreemptionWarning: node reclaimed", "flux parity fault", "nothing alike", "ModuleNotFoundError: No module named 'x'"]
-    first = classify_many(texts, fallback=train_fallback(TINY, FallbackSettings(threshold=0.1)))
-    second = classify_many(texts, fallback=train_fallback(TINY.iloc[::-1].iloc[::-1], FallbackSettings(threshold=0.1)))
+    first = classify_many(texts, fallback=train_fallback(TINY, TINY_SETTINGS))
+    second = classify_many(texts, fallback=train_fallback(TINY.iloc[::-1].iloc[::-1], TINY_SETTINGS))
     assert first == second
     assert classify_many(texts) == classify_many(texts)  # the default fallback, cached per process
 
@@ -82,13 +94,15 @@ categories: {user: "u", infrastructure: "i", ai_engine: "a"}
 no_signature: {label: none, category: unknown, retryable: true, definition: d}
 reasons:
   syntax_error: {label: syntax error, category: user, retryable: false, definition: d}
+  permission_error: {label: permission error, category: user, retryable: false, definition: d}
 rules:
   - {id: syntax, reason: syntax_error, pattern: 'SyntaxError', source: s}
+  - {id: permission, reason: permission_error, pattern: 'Permission denied', source: s}
 """)
     rules = RuleSet(path)
     with pytest.raises(ValueError, match=r"the fallback guesses reasons that rules\.yaml does not define: "
                                          r"\['gpu_ecc_error', 'job_preempted'\]"):
-        classify("anything", rules, fallback=train_fallback(TINY))
+        classify("anything", rules, fallback=train_fallback(TINY, TINY_SETTINGS))
     assert classify("anything", rules, fallback=False).reason == NO_SIGNATURE
 
 
@@ -98,33 +112,37 @@ def test_classify_dir_and_evaluation_mark_the_fallback_decisions(tmp_path, tiny)
     got = classify_dir(tmp_path, fallback=tiny)
     assert list(got["reason"]) == ["job_preempted", "syntax_error"]
     assert list(got["rule_id"]) == [FALLBACK_RULE_ID, "python-syntax-error"]
-    assert got["fallback_similarity"].notna().tolist() == [True, False]
+    assert got["fallback_confidence"].notna().tolist() == [True, False]
     ev = evaluate_classifier(TINY.iloc[:2], fallback=tiny)
     assert ev.results["correct"].all() and (ev.results["rule_id"] == FALLBACK_RULE_ID).all()
     assert list(ev.results["fallback_neighbour"]) == ["p1", "p2"]
 
 
 def test_leave_one_split_out_on_known_answers():
-    # split a holds p1 and e1, split b p2 and e2: each is classified by a fallback trained on the other split
-    cv = cross_validate_fallback(TINY, grid={"ngram_range": [(3, 5)], "with_corpus": [False], "threshold": [0.0, 1.5]})
+    # split a holds p1, e1, k1 and u1, split b p2, e2 and k2: each is classified by a fallback trained on the other
+    cv = cross_validate_fallback(TINY, grid={"C": [100.0], "with_corpus": [False], "threshold": [0.0, 1.5]})
     cv = cv.set_index(["threshold", "split"])
-    assert list(cv.loc[(0.0, "a"), ["messages", "rules_correct", "hybrid_correct", "fallback_decisions"]]) == [3, 1, 2, 3]
-    assert list(cv.loc[(0.0, "b"), ["messages", "rules_correct", "hybrid_correct", "fallback_decisions"]]) == [2, 0, 2, 2]
-    # a threshold above any cosine similarity: the fallback never answers: the rules alone (u1 is rightly no signature)
-    assert list(cv.loc[(1.5, "a"), ["hybrid_correct", "fallback_decisions"]]) == [1, 0]
-    assert list(cv.loc[(1.5, "b"), ["hybrid_correct", "fallback_decisions"]]) == [0, 0]
+    columns = ["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct", "model_correct"]
+    # u1 is rightly no signature to the rules; at threshold 0 the fallback guesses it too, wrongly
+    assert list(cv.loc[(0.0, "a"), columns]) == [4, 1, 3, 4, 3, 3]
+    assert list(cv.loc[(0.0, "b"), columns]) == [3, 0, 3, 3, 3, 3]
+    # a threshold above any probability: the fallback never answers: the rules alone
+    assert list(cv.loc[(1.5, "a"), ["hybrid_correct", "fallback_decisions", "model_correct"]]) == [1, 0, 3]
+    assert list(cv.loc[(1.5, "b"), ["hybrid_correct", "fallback_decisions", "model_correct"]]) == [0, 0, 3]
 
 
-def test_choosing_settings_takes_the_best_mean_then_the_higher_threshold():
-    def rows(ngram, corpus, threshold, right):
-        return [{"ngram_range": ngram, "with_corpus": corpus, "threshold": threshold, "split": s, "messages": 10,
-                 "hybrid_correct": r} for s, r in zip("ab", right)]
-    cv = pd.DataFrame(rows((2, 4), False, 0.1, [9, 9]) + rows((3, 5), False, 0.1, [10, 8])
-                      + rows((3, 5), False, 0.3, [8, 10]) + rows((3, 5), True, 0.5, [7, 7]))
-    assert choose_fallback_settings(cv) == FallbackSettings((3, 5), 0.3, False)
-    allowed = pd.Series({((2, 4), False, 0.1): True, ((3, 5), False, 0.1): True, ((3, 5), False, 0.3): False,
-                         ((3, 5), True, 0.5): True})
-    assert choose_fallback_settings(cv, allowed) == FallbackSettings((2, 4), 0.1, False)  # grid order breaks the tie
+def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_threshold():
+    def rows(C, corpus, threshold, right, model=(5, 5)):
+        return [{"C": C, "with_corpus": corpus, "threshold": threshold, "split": s, "messages": 10,
+                 "hybrid_correct": r, "model_correct": mr} for s, r, mr in zip("ab", right, model)]
+    cv = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(30.0, False, 0.1, [10, 8])
+                      + rows(30.0, False, 0.3, [8, 10]) + rows(30.0, True, 0.5, [7, 7]))
+    assert choose_fallback_settings(cv) == FallbackSettings(30.0, 0.3, False)
+    allowed = pd.Series({(10.0, False, 0.1): True, (30.0, False, 0.1): True, (30.0, False, 0.3): False,
+                         (30.0, True, 0.5): True})
+    assert choose_fallback_settings(cv, allowed) == FallbackSettings(10.0, 0.1, False)  # grid order breaks the tie
+    better_model = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(30.0, False, 0.1, [9, 9], model=(6, 6)))
+    assert choose_fallback_settings(better_model) == FallbackSettings(30.0, 0.1, False)
     with pytest.raises(ValueError, match="no allowed fallback setting"):
         choose_fallback_settings(cv, allowed & False)
 
@@ -136,7 +154,7 @@ def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path)
                              capture_output=True, text=True)
     assert default.returncode == 0, default.stderr
     line_a = next(line for line in default.stdout.splitlines() if line.lstrip().startswith("a.log"))
-    assert FALLBACK_RULE_ID in line_a and "similar to labelled message m" in line_a and "(similarity " in line_a
+    assert FALLBACK_RULE_ID in line_a and "like labelled message m" in line_a and "(probability " in line_a
     off = subprocess.run([sys.executable, "-m", "dlcluster.cli", "classify-logs", str(tmp_path), "--no-fallback"],
                          capture_output=True, text=True)
     assert off.returncode == 0, off.stderr
@@ -147,14 +165,15 @@ def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path)
 
 # The rules' near-misses (tests/test_classify_rules.py): lines a healthy or unrelated job prints, which no rule
 # matches on purpose. The fallback sees only their resemblance to labelled failures, and above its threshold it
-# guesses: its known weakness, pinned here so that a change is noticed (README, "A learned fallback (round 5)").
+# guesses: its known weakness, pinned here so that a change is noticed (README, "Round 6: a regression fallback").
+# The regression guesses all six (the nearest-neighbour fallback of round 5 declined the last two).
 @pytest.mark.parametrize("text, hybrid_reason, neighbour", [
     ("epoch 3 loss 0.41\nKilled the stale worker and retried", "cpu_out_of_memory", "m308"),
     ("OSError: [Errno 5] Input/output error", "model_checkpoint_error", "m431"),
     ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "job_preempted", "m135"),
     ("AttributeError: 'NoneType' object has no attribute 'shape'", "semantic_error", "m375"),
-    ("[[Node: save/RestoreV2 = RestoreV2[dtypes=[DT_FLOAT]]]", NO_SIGNATURE, "m074"),
-    ("best_val_loss = inf", NO_SIGNATURE, "m358"),
+    ("[[Node: save/RestoreV2 = RestoreV2[dtypes=[DT_FLOAT]]]", "model_checkpoint_error", "m074"),
+    ("best_val_loss = inf", "model_diverged", "m358"),
 ])
 def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neighbour):
     assert classify(text, fallback=False).reason == NO_SIGNATURE

@@ -92,8 +92,8 @@ def _classify_logs(args) -> int:
     from .analysis.classify import classify_dir
     from .analysis.fallback import FALLBACK_RULE_ID
     table = classify_dir(args.logs_dir, pattern=args.pattern, fallback=not args.no_fallback)
-    # a learned guess (rule_id fallback:char-ngram) shows its similarity and the labelled message it resembles
-    table["evidence"] = [f"similar to labelled message {row.fallback_neighbour} (similarity {row.fallback_similarity:.2f})"
+    # a learned guess (rule_id fallback:learned) shows its probability and the labelled message it most resembles
+    table["evidence"] = [f"like labelled message {row.fallback_neighbour} (probability {row.fallback_confidence:.2f})"
                          if row.rule_id == FALLBACK_RULE_ID else row.matched_line for row in table.itertuples()]
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(table[["log_file", "reason", "category", "rule_id", "evidence"]].to_string(index=False))

@@ -15,11 +15,11 @@ saving, otherwise a permission error. A log that no rule matches is
 which line, so a reader can audit each decision.
 
 Where no rule fires, the default classifier asks a learned fallback
-(:mod:`dlcluster.analysis.fallback`, trained on the hand-labelled real messages of
-``data/failure_messages/``): the reason of the most similar labelled message, if it is
-similar enough, else still "no signature". Its decisions carry the rule id
-``fallback:char-ngram``, the similarity and the labelled message they resemble, so a learned
-guess is never mistaken for a rule match; ``fallback=False`` gives the rules alone.
+(:mod:`dlcluster.analysis.fallback`, a regression trained on the hand-labelled real messages of
+``data/failure_messages/``): its most probable reason, if the model is confident enough, else
+still "no signature". Its decisions carry the rule id ``fallback:learned``, the model's
+probability and the labelled message they most resemble, so a learned guess is never mistaken
+for a rule match; ``fallback=False`` gives the rules alone.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, NearestMessageFallback
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, LearnedFallback
 from dlcluster.paths import data_dir
 
 NO_SIGNATURE = "no_signature"
@@ -71,8 +71,8 @@ class Match:
     rule_id: str | None  # FALLBACK_RULE_ID for a learned guess
     matched_line: str | None
     line_number: int | None  # 1-based; None for no signature and for a learned guess
-    fallback_similarity: float | None = None  # where the rules were silent: similarity to the nearest labelled text
-    fallback_neighbour: str | None = None  # that text's id (the evidence of a learned guess)
+    fallback_confidence: float | None = None  # where the rules were silent: the fallback's probability of its guess
+    fallback_neighbour: str | None = None  # the labelled text of that reason most like this one (the evidence)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -183,11 +183,11 @@ def load_rules(path: str | Path | None = None) -> RuleSet:
     return _cached(str(Path(path or RULES_PATH).resolve()))
 
 
-FallbackArg = bool | NearestMessageFallback | None
+FallbackArg = bool | LearnedFallback | None
 
 
 def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = FallbackSettings(),
-                   corpus_dir: str | Path | None = None) -> NearestMessageFallback:
+                   corpus_dir: str | Path | None = None) -> LearnedFallback:
     """A fallback trained on labelled ``messages`` (``no_signature`` labels left out: nothing to learn from
     them), plus the corpus logs of ``corpus_dir`` (default ``data/failure_logs``) if ``settings.with_corpus``."""
     labelled = messages[messages["reason"] != NO_SIGNATURE]
@@ -198,7 +198,7 @@ def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = Fallback
         texts += [text for text, keep in zip(logs, known) if keep]
         reasons += list(index.loc[known, "true_reason"])
         ids += list(index.loc[known, "log_file"])
-    return NearestMessageFallback(texts, reasons, ids, settings)
+    return LearnedFallback(texts, reasons, ids, settings)
 
 
 def _corpus_logs(corpus_dir: str | Path | None = None) -> tuple[pd.DataFrame, list[str]]:
@@ -209,12 +209,12 @@ def _corpus_logs(corpus_dir: str | Path | None = None) -> tuple[pd.DataFrame, li
 
 
 @lru_cache(maxsize=1)
-def default_fallback() -> NearestMessageFallback:
+def default_fallback() -> LearnedFallback:
     """The fallback trained on all labelled real messages with the chosen settings (cached per process)."""
     return train_fallback(load_messages())
 
 
-def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> NearestMessageFallback | None:
+def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> LearnedFallback | None:
     if fallback is None or fallback is False:
         return None
     model = default_fallback() if fallback is True else fallback
@@ -227,8 +227,8 @@ def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> NearestMessageFallba
 
 def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: FallbackArg = True) -> list[Match]:
     """Classify each text: the rules first (:meth:`RuleSet.classify`); where none fires, the fallback's guess
-    if it is similar enough to a labelled message, else no signature. ``fallback``: True for the default
-    (:func:`default_fallback`), False for the rules alone, or a trained :class:`NearestMessageFallback`."""
+    if it is confident enough, else no signature. ``fallback``: True for the default
+    (:func:`default_fallback`), False for the rules alone, or a trained :class:`LearnedFallback`."""
     rules = rules or load_rules()
     model = _fallback_for(rules, fallback)
     matches = [rules.classify(text) for text in texts]
@@ -239,7 +239,7 @@ def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: Fall
         r = rules.reasons[guess.reason] if guess.reason is not None else rules.no_signature
         matches[i] = Match(r.key, r.label, r.category, r.retryable,
                            FALLBACK_RULE_ID if guess.reason is not None else None, None, None,
-                           guess.similarity, guess.neighbour)
+                           guess.confidence, guess.neighbour)
     return matches
 
 
@@ -254,7 +254,7 @@ def read_log(path: str | Path) -> str:
 
 
 RESULT_COLUMNS = ["reason", "label", "category", "retryable", "rule_id", "line_number", "matched_line",
-                  "fallback_similarity", "fallback_neighbour"]
+                  "fallback_confidence", "fallback_neighbour"]
 
 
 def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: str = "*.log",
@@ -262,7 +262,7 @@ def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: st
     """Classify every log file in ``logs_dir`` matching ``pattern`` (sorted by name); see :func:`classify_many`.
 
     Returns one row per log: ``log_file`` (name relative to ``logs_dir``), reason,
-    label, category, retryable, rule_id, line_number, matched_line, fallback_similarity and
+    label, category, retryable, rule_id, line_number, matched_line, fallback_confidence and
     fallback_neighbour (where no rule fired and a fallback was asked).
     """
     logs_dir = Path(logs_dir)
@@ -338,14 +338,14 @@ class Evaluation:
 def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None,
                         fallback: FallbackArg = True) -> Evaluation:
     """Classify each message's ``text`` (rules, then ``fallback``; see :func:`classify_many`) and compare with
-    its hand label ``reason``. A learned guess shows as rule_id ``fallback:char-ngram`` in the results."""
+    its hand label ``reason``. A learned guess shows as rule_id ``fallback:learned`` in the results."""
     if messages.empty:
         raise ValueError("no messages to evaluate")
     matches = classify_many(list(messages["text"]), rules, fallback)
     results = messages[["id", "source_url", "reason"]].reset_index(drop=True).assign(
         predicted=[m.reason for m in matches], rule_id=[m.rule_id for m in matches],
         matched_line=[m.matched_line for m in matches],
-        fallback_similarity=[m.fallback_similarity for m in matches],
+        fallback_confidence=[m.fallback_confidence for m in matches],
         fallback_neighbour=[m.fallback_neighbour for m in matches])
     results["correct"] = results["reason"] == results["predicted"]
     labels = sorted(set(results["reason"]) | set(results["predicted"]))
@@ -355,64 +355,68 @@ def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None,
     return Evaluation(results, float(results["correct"].mean()), confusion)
 
 
-# The candidate settings of the fallback, kept small: three n-gram ranges, with and without the corpus logs,
-# six similarity thresholds (data/failure_messages/README.md, "A learned fallback (round 5)").
-FALLBACK_GRID = {"ngram_range": [(2, 4), (3, 5), (2, 5)], "with_corpus": [False, True],
+# The candidate settings of the fallback, kept small: three penalty strengths, with and without the corpus logs,
+# six probability thresholds (data/failure_messages/README.md, "Round 6: a regression fallback").
+FALLBACK_GRID = {"C": [10.0, 30.0, 100.0], "with_corpus": [False, True],
                  "threshold": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}
+SETTING_KEYS = ["C", "with_corpus", "threshold"]
 
 
 def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
-                            grid: dict | None = None) -> pd.DataFrame:
+                            grid: dict | None = None, progress: bool = False) -> pd.DataFrame:
     """Leave-one-split-out accuracy of rules + fallback for every setting of ``grid`` (default FALLBACK_GRID).
 
     For each split S of ``messages`` (default: all labelled messages), the fallback is trained on the other
     splits only and S is classified with the rules and that fallback. One row per setting and split:
-    messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made), fallback_correct.
-    The rules themselves were written from these splits, so rules_correct is in-sample; only the fallback is
-    out of fold.
+    messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made), fallback_correct,
+    and model_correct (the model's best reason for every message of S, rules ignored: how well it names the
+    reasons of a set it never saw). The rules themselves were written from these splits, so rules_correct is
+    in-sample; only the fallback is out of fold.
     """
+    from tqdm.auto import tqdm
+
     messages = load_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
     by_rules = pd.Series([rules.classify(text).reason for text in messages["text"]], index=messages.index)
     splits = sorted(messages["split"].unique(), key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
+    fits = [(C, with_corpus, split) for C in grid["C"] for with_corpus in grid["with_corpus"] for split in splits]
     rows = []
-    for ngram_range in grid["ngram_range"]:
-        for with_corpus in grid["with_corpus"]:
-            for split in splits:
-                held = messages[messages["split"] == split]
-                silent = held[by_rules[held.index] == NO_SIGNATURE]
-                model = train_fallback(messages[messages["split"] != split],
-                                       FallbackSettings(ngram_range, 0.0, with_corpus))
-                guesses = model.guess_many(list(silent["text"]))
-                for threshold in grid["threshold"]:
-                    predicted = by_rules[held.index].copy()
-                    decided = [g.similarity >= threshold for g in guesses]
-                    predicted[silent.index] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses, decided)]
-                    fallback_right = sum(d and g.reason == t for g, d, t in zip(guesses, decided, silent["reason"]))
-                    rows.append({"ngram_range": ngram_range, "with_corpus": with_corpus, "threshold": threshold,
-                                 "split": split, "messages": len(held),
-                                 "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
-                                 "hybrid_correct": int((predicted == held["reason"]).sum()),
-                                 "fallback_decisions": int(sum(decided)), "fallback_correct": int(fallback_right)})
+    for C, with_corpus, split in tqdm(fits, desc="fallback cross-validation", unit="fit", disable=not progress):
+        held = messages[messages["split"] == split]
+        model = train_fallback(messages[messages["split"] != split], FallbackSettings(C, 0.0, with_corpus))
+        guesses = pd.Series(model.guess_many(list(held["text"])), index=held.index)
+        silent = held.index[by_rules[held.index] == NO_SIGNATURE]
+        model_right = int(sum(g.reason == t for g, t in zip(guesses, held["reason"])))
+        for threshold in grid["threshold"]:
+            predicted = by_rules[held.index].copy()
+            decided = pd.Series([g.confidence >= threshold for g in guesses[silent]], index=silent, dtype=bool)
+            predicted[silent] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses[silent], decided)]
+            right = predicted == held["reason"]
+            rows.append({"C": C, "with_corpus": with_corpus, "threshold": threshold, "split": split,
+                         "messages": len(held), "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
+                         "hybrid_correct": int(right.sum()), "fallback_decisions": int(decided.sum()),
+                         "fallback_correct": int(right[silent][decided].sum()), "model_correct": model_right})
     return pd.DataFrame(rows)
 
 
 def choose_fallback_settings(cv: pd.DataFrame, allowed: pd.Series | None = None) -> FallbackSettings:
     """The setting with the highest mean of the per-split hybrid accuracies in ``cv``
-    (:func:`cross_validate_fallback`); ties go to the higher threshold (fewer guesses), then to grid order.
-    ``allowed`` (a boolean Series over the settings' (ngram_range, with_corpus, threshold)) excludes settings."""
-    keys = ["ngram_range", "with_corpus", "threshold"]
-    per_setting = (cv.assign(accuracy=cv["hybrid_correct"] / cv["messages"])
-                   .groupby(keys, sort=False)["accuracy"].mean().reset_index())
+    (:func:`cross_validate_fallback`); ties go to the higher mean accuracy of the model alone (the rules are
+    in-sample on most splits, so the hybrid figure separates settings little), then to the higher threshold
+    (fewer guesses), then to grid order. ``allowed`` (a boolean Series over the settings' (C, with_corpus,
+    threshold)) excludes settings."""
+    per_setting = (cv.assign(accuracy=cv["hybrid_correct"] / cv["messages"],
+                             model_accuracy=cv["model_correct"] / cv["messages"])
+                   .groupby(SETTING_KEYS, sort=False)[["accuracy", "model_accuracy"]].mean().round(12).reset_index())
     if allowed is not None:
-        per_setting = per_setting[per_setting.set_index(keys).index.map(allowed).to_numpy(dtype=bool)]
+        per_setting = per_setting[per_setting.set_index(SETTING_KEYS).index.map(allowed).to_numpy(dtype=bool)]
     if per_setting.empty:
         raise ValueError("no allowed fallback setting to choose from")
     order = per_setting.assign(grid_order=range(len(per_setting))).sort_values(
-        ["accuracy", "threshold", "grid_order"], ascending=[False, False, True], kind="stable")
+        ["accuracy", "model_accuracy", "threshold", "grid_order"], ascending=[False, False, False, True], kind="stable")
     best = order.iloc[0]
-    return FallbackSettings(tuple(best["ngram_range"]), float(best["threshold"]), bool(best["with_corpus"]))
+    return FallbackSettings(float(best["C"]), float(best["threshold"]), bool(best["with_corpus"]))
 
 
 def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
@@ -428,12 +432,12 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
     silent = [i for i, reason in enumerate(by_rules) if reason == NO_SIGNATURE]
     rules_right = all(by_rules[i] == index["true_reason"].iloc[i] for i in range(len(texts)) if i not in silent)
     kept = {}
-    for ngram_range in grid["ngram_range"]:
+    for C in grid["C"]:
         for with_corpus in grid["with_corpus"]:
-            model = train_fallback(messages, FallbackSettings(ngram_range, 0.0, with_corpus), corpus_dir)
+            model = train_fallback(messages, FallbackSettings(C, 0.0, with_corpus), corpus_dir)
             guesses = model.guess_many([texts[i] for i in silent])
             for threshold in grid["threshold"]:
-                right = [(g.reason if g.similarity >= threshold else NO_SIGNATURE) == index["true_reason"].iloc[i]
+                right = [(g.reason if g.confidence >= threshold else NO_SIGNATURE) == index["true_reason"].iloc[i]
                          for i, g in zip(silent, guesses)]
-                kept[(ngram_range, with_corpus, threshold)] = rules_right and all(right)
+                kept[(C, with_corpus, threshold)] = rules_right and all(right)
     return pd.Series(kept, dtype=bool)
