@@ -159,7 +159,8 @@ GOOD = """\
     (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
     (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
     (("split: tuning", "split: test"),
-     r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4', 'heldout5'\]"),
+     r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4', 'heldout5', "
+     r"'heldout6'\]"),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])
