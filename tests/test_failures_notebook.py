@@ -28,6 +28,8 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
     # the real user-posted messages: the per-split accuracies recorded are the library's, rules alone
     messages = load_messages()
+    # heldout6 stays out of notebook 04 until its one measurement (data/failure_messages/README.md, "heldout6")
+    messages = messages[messages["split"] != "heldout6"]
     assert r["messages.count"] == len(messages)
     for split, size in (("heldout", 61), ("heldout2", 95), ("heldout3", 102), ("heldout4", 97), ("heldout5", 100)):
         rules_alone = evaluate_classifier(messages[messages["split"] == split], fallback=False)

@@ -38,7 +38,7 @@ from dlcluster.paths import data_dir
 NO_SIGNATURE = "no_signature"
 RULES_PATH = Path(__file__).with_name("failure_rules.yaml")
 MESSAGE_FIELDS = ("id", "source_url", "repo", "reason", "category", "split", "text", "note")
-SPLITS = ("tuning", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")  # heldout2-5: further held-out sets, data/failure_messages/README.md
+SPLITS = ("tuning", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")  # heldout2-6: further held-out sets, data/failure_messages/README.md
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) 
     Every entry is checked, and any fault raises ``ValueError`` naming the file, the
     entry and the field: all fields present, a unique id, an https address of the
     thread the text came from, a reason the rules know (or no signature) with that
-    reason's category, a split of ``tuning``/``heldout``/``heldout2``/``heldout3``/``heldout4``/``heldout5``,
+    reason's category, a split of ``tuning``/``heldout``/``heldout2`` to ``heldout6``,
     and all messages of one source in the same split (so no thread informs two splits). No entry is dropped.
     """
     rules = rules or load_rules()
