@@ -4,9 +4,10 @@ Unlike the project's own corpus, these texts were written by others. Rounds 1 an
 tuning half only and measured the held-out sets once each (heldout: 82.0%, then 86.9%; heldout2: 67.4%);
 round 3 tuned on the first three splits and heldout3 measured it once (79.4%); round 4 tuned on all four splits,
 so every rules-only count below is in-sample: a regression count, no estimate of accuracy on unseen messages (see
-data/failure_messages/README.md, "Round 4"). Round 5 added a learned fallback where no rule fires, trained on all
-five splits: the default classifier's counts are in-sample too; its out-of-fold figures are the leave-one-split-out
-counts asserted at the end (README, "A learned fallback (round 5)").
+data/failure_messages/README.md, "Round 4"). Round 5 added a learned fallback where no rule fires; round 6 made it
+a regression, trained on every labelled message: the default classifier's counts are in-sample too; its out-of-fold
+figures are the leave-one-split-out counts and heldout6's one blind measurement, asserted at the end (README,
+"Round 6: a regression fallback", "heldout6").
 """
 
 import hashlib
@@ -17,9 +18,10 @@ import textwrap
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, choose_fallback_settings,
-                                         cross_validate_fallback, evaluate_classifier, fallback_keeps_corpus,
-                                         load_messages, load_rules, train_fallback)
+from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, annotator_agreement,
+                                         choose_fallback_settings, classify_many, cross_validate_fallback,
+                                         evaluate_classifier, fallback_keeps_corpus, load_messages, load_rules,
+                                         load_second_labels, train_fallback)
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 # History: messages classified right by the rules alone after tuning round 4, which tuned on all four splits
@@ -30,21 +32,23 @@ HELDOUT_CORRECT_AFTER_ROUND4 = 60
 HELDOUT2_CORRECT_AFTER_ROUND4 = 93
 HELDOUT3_CORRECT_AFTER_ROUND4 = 102
 
-# The default classifier since round 5: rules + the learned fallback, trained on all five splits, so these counts
-# are in-sample regression counts (a message no rule matches finds itself as nearest neighbour). Against the
-# rules alone: heldout m114 (the one message labelled no signature) is now guessed CPU OOM (-1), heldout2 m214 and
-# the 12 heldout4 messages no rule matched are now right (+1, +12) (README, "A learned fallback (round 5)").
+# The default classifier since round 6: rules + the regression fallback, trained on every labelled message and the
+# corpus logs, so these counts are in-sample regression counts. Against the rules alone: heldout2 m214 and 12 of
+# heldout4's, 15 of heldout5's and 17 of heldout6's messages no rule matched are right (README, "Round 6").
 TUNING_CORRECT_WITH_FALLBACK = 145
-HELDOUT_CORRECT_WITH_FALLBACK = 59
+HELDOUT_CORRECT_WITH_FALLBACK = 60
 HELDOUT2_CORRECT_WITH_FALLBACK = 94
 HELDOUT3_CORRECT_WITH_FALLBACK = 102
 HELDOUT4_CORRECT_WITH_FALLBACK = 90
+HELDOUT5_CORRECT_WITH_FALLBACK = 95
+HELDOUT6_CORRECT_WITH_FALLBACK = 96
 
-# Leave-one-split-out cross-validation of the fallback (round 5): for each split, the fallback trained on the
-# other four, rules + fallback with the chosen settings classify it. Exact counts (rules alone, hybrid).
-CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 59), "heldout2": (93, 94), "heldout3": (102, 102),
-              "heldout4": (78, 86)}
-CHOSEN_FALLBACK = FallbackSettings(ngram_range=(3, 5), threshold=0.2, with_corpus=False)
+# Leave-one-split-out cross-validation of the fallback (round 6), over the six splits that existed when its settings
+# were chosen: for each split, the fallback trained on the other five (and the corpus), rules + fallback with the
+# chosen settings classify it. Exact counts (rules alone, hybrid).
+CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 60), "heldout2": (93, 94), "heldout3": (102, 102),
+              "heldout4": (78, 87), "heldout5": (80, 87)}
+CHOSEN_FALLBACK = FallbackSettings(C=100.0, threshold=0.5, with_corpus=True)
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -80,17 +84,23 @@ HELDOUT4_CORRECT_MEASURED = 78
 HELDOUT5_SIZE = 100
 HELDOUT5_SHA256 = "b03f34799b33b7b3f1771465425b0f4bf9f50a233ee697c7be399808f7303a44"
 # heldout5 measured once (merge commit 0704dce: the set committed, the rules and the fallback of the fallback branch
-# untouched): the rules alone 80 of 100, the classifier as shipped (rules + the fallback with the chosen settings,
-# trained on the five earlier splits, as it was before heldout5 existed) 83 of 100; the fallback decided 7, 3 right.
-# Asserted exactly; since then the default fallback also learns from heldout5, so these counts use one trained without it.
+# untouched): the rules alone 80 of 100 (asserted below, the rules are unchanged since), the classifier as shipped
+# then (rules + the round-5 nearest-neighbour fallback) 83 of 100. Round 6 replaced that fallback while looking at
+# heldout5's results, so heldout5 no longer measures the fallback blind: its hybrid count (87, the regression trained
+# without heldout5) is the cross-validation row below, not an estimate.
 HELDOUT5_RULES_CORRECT_MEASURED = 80
-HELDOUT5_HYBRID_CORRECT_MEASURED = 83
 
 # The sixth held-out set (branch heldout6): messages from threads none of the other splits used, collected and
 # hand-labelled blind while the classifier (rules + learned fallback) was improved on the first 600 messages;
 # committed before the classifier first sees it, to be measured once after the model is final (README, "heldout6").
 HELDOUT6_SIZE = 100
 HELDOUT6_SHA256 = "d80bb68edb2f820fa1403f4d793df5365e3a41a8eb2dc2a1f094073a4a9e0f7b"
+# heldout6 measured once (after commit 425b6ae fixed the round-6 model, merge commit 09f5ce3 brought the set): the
+# rules alone 79 of 100; the classifier as shipped (rules + the regression fallback with the chosen settings, trained
+# on the 600 earlier messages and the corpus, as it was before heldout6 existed) 89 of 100; the fallback decided 11,
+# 10 right. Asserted exactly; since then the default fallback also learns from heldout6.
+HELDOUT6_RULES_CORRECT_MEASURED = 79
+HELDOUT6_HYBRID_CORRECT_MEASURED = 89
 HELDOUT_TARGET = 0.90
 
 
@@ -208,13 +218,13 @@ def test_evaluation_on_known_answers():
     with pytest.raises(ValueError, match="no messages"):
         evaluate_classifier(messages.iloc[:0])
     # with the default fallback, the rules' answers stand, and each text the rules leave silent carries the
-    # similarity to its nearest labelled message; a guess is marked as the fallback's
+    # fallback's probability of its best reason; a guess is marked as the fallback's
     hybrid = evaluate_classifier(messages).results
     assert list(hybrid["rule_id"][:2]) == ["torch-cuda-oom", "torch-cuda-oom"]
-    assert hybrid["fallback_similarity"][:2].isna().all() and hybrid["fallback_similarity"][2:].notna().all()
+    assert hybrid["fallback_confidence"][:2].isna().all() and hybrid["fallback_confidence"][2:].notna().all()
     guessed = hybrid["rule_id"] == FALLBACK_RULE_ID
-    assert (hybrid.loc[guessed, "fallback_similarity"] >= CHOSEN_FALLBACK.threshold).all()
-    assert (hybrid.loc[~guessed & hybrid["fallback_similarity"].notna(), "predicted"] == NO_SIGNATURE).all()
+    assert (hybrid.loc[guessed, "fallback_confidence"] >= CHOSEN_FALLBACK.threshold).all()
+    assert (hybrid.loc[~guessed & hybrid["fallback_confidence"].notna(), "predicted"] == NO_SIGNATURE).all()
 
 
 def test_tuning_half_is_classified_right(messages):
@@ -230,7 +240,9 @@ def test_tuning_half_is_classified_right(messages):
     ("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND4, HELDOUT_CORRECT_WITH_FALLBACK),
     ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4, HELDOUT2_CORRECT_WITH_FALLBACK),
     ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4, HELDOUT3_CORRECT_WITH_FALLBACK),
-    ("heldout4", HELDOUT4_SIZE, HELDOUT4_CORRECT_MEASURED, HELDOUT4_CORRECT_WITH_FALLBACK)])
+    ("heldout4", HELDOUT4_SIZE, HELDOUT4_CORRECT_MEASURED, HELDOUT4_CORRECT_WITH_FALLBACK),
+    ("heldout5", HELDOUT5_SIZE, HELDOUT5_RULES_CORRECT_MEASURED, HELDOUT5_CORRECT_WITH_FALLBACK),
+    ("heldout6", HELDOUT6_SIZE, HELDOUT6_RULES_CORRECT_MEASURED, HELDOUT6_CORRECT_WITH_FALLBACK)])
 def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, rules_correct,
                                                                      correct):
     ev = evaluate_classifier(messages[messages["split"] == split])
@@ -238,7 +250,7 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
     blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
              if split == "heldout3" else "")
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, {split} (rules + fallback, both tuned on it, so in-sample{blind}): "
+        print(f"\nreal user-posted failure messages, {split} (rules + fallback, the fallback trained on it, so in-sample{blind}): "
               f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
         print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
         print(ev.results.loc[~ev.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
@@ -272,53 +284,102 @@ def test_heldout4_accuracy_meets_target(messages):
 
 
 def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
-    # the settings were chosen on the five splits that existed then (heldout5 came after, to measure the choice)
-    messages = messages[messages["split"] != "heldout5"]
+    # the settings were chosen on the six splits that existed then (heldout6 came after, to measure the choice)
+    messages = messages[messages["split"] != "heldout6"]
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
     # the settings are chosen by the cross-validation alone, among those that keep every corpus log right
     assert choose_fallback_settings(cv, keeps_corpus) == CHOSEN_FALLBACK == FallbackSettings()
-    chosen = cv[(cv["ngram_range"] == CHOSEN_FALLBACK.ngram_range) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
+    chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
                 & (cv["threshold"] == CHOSEN_FALLBACK.threshold)].set_index("split")
     with capsys.disabled():
-        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other four splits "
+        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other five splits "
               f"({CHOSEN_FALLBACK}):")
-        print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct"]].to_string())
+        print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct",
+                      "model_correct"]].to_string())
     assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
-    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [11, 8]
+    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [12, 9]
+    # the model alone, rules ignored, names the reason of 89.4% of a split's messages on average
+    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.8937, abs=5e-5)
     # the cross-validation alone would pick a lower threshold; it guesses on the corpus's unattributable logs
     assert choose_fallback_settings(cv).threshold < CHOSEN_FALLBACK.threshold
-    assert not keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, 0.1)]
-    assert keeps_corpus[(CHOSEN_FALLBACK.ngram_range, False, CHOSEN_FALLBACK.threshold)]
+    assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.3)]
+    assert keeps_corpus[(CHOSEN_FALLBACK.C, True, CHOSEN_FALLBACK.threshold)]
 
 
-def _heldout5_blind(messages):
-    """heldout5 classified as it was measured: rules alone, and rules + a fallback that never saw heldout5."""
-    part = messages[messages["split"] == "heldout5"]
-    before = train_fallback(messages[messages["split"] != "heldout5"], CHOSEN_FALLBACK)
+def _heldout6_blind(messages):
+    """heldout6 classified as it was measured: rules alone, and rules + a fallback that never saw heldout6."""
+    part = messages[messages["split"] == "heldout6"]
+    before = train_fallback(messages[messages["split"] != "heldout6"], CHOSEN_FALLBACK)
     return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
 
 
-def test_heldout5_measured_once_rules_and_fallback(messages, capsys):
-    rules_alone, hybrid = _heldout5_blind(messages)
+def test_heldout5_rules_alone_as_measured_once(messages):
+    rules_alone = evaluate_classifier(messages[messages["split"] == "heldout5"], fallback=False)
+    assert len(rules_alone.results) == HELDOUT5_SIZE
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT5_RULES_CORRECT_MEASURED
+
+
+def test_heldout6_measured_once_rules_and_fallback(messages, capsys):
+    rules_alone, hybrid = _heldout6_blind(messages)
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout5 (new threads, labelled blind, evaluated once after round 5): "
+        print(f"\nreal user-posted failure messages, heldout6 (new threads, labelled blind, evaluated once after round 6): "
               f"rules alone {rules_alone.results['correct'].sum()} of {len(rules_alone.results)}, rules + fallback "
               f"{hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); confusion table of the hybrid (non-zero columns):")
         print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
-    assert len(hybrid.results) == HELDOUT5_SIZE
-    assert int(rules_alone.results["correct"].sum()) == HELDOUT5_RULES_CORRECT_MEASURED
-    assert int(hybrid.results["correct"].sum()) == HELDOUT5_HYBRID_CORRECT_MEASURED
+        print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
+    assert len(hybrid.results) == HELDOUT6_SIZE
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT6_RULES_CORRECT_MEASURED
+    assert int(hybrid.results["correct"].sum()) == HELDOUT6_HYBRID_CORRECT_MEASURED
     guessed = hybrid.results[hybrid.results["rule_id"] == FALLBACK_RULE_ID]
-    assert (len(guessed), int(guessed["correct"].sum())) == (7, 3)
-    # the leave-one-split-out row of heldout5 is the same measurement: the fallback trained on the other splits
-    cv = cross_validate_fallback(messages, grid={"ngram_range": [CHOSEN_FALLBACK.ngram_range],
-                                                 "with_corpus": [CHOSEN_FALLBACK.with_corpus],
-                                                 "threshold": [CHOSEN_FALLBACK.threshold]}).set_index("split")
-    assert cv.loc["heldout5", ["rules_correct", "hybrid_correct"]].tolist() == [80, 83]
+    assert (len(guessed), int(guessed["correct"].sum())) == (11, 10)
 
 
-@pytest.mark.xfail(strict=True, reason="heldout5 accuracy of the classifier as shipped (rules + fallback), measured once, "
-                                       "is 83.0% (83/100), below the 0.90 target (data/failure_messages/README.md, 'heldout5')")
-def test_heldout5_accuracy_meets_target(messages):
-    assert _heldout5_blind(messages)[1].accuracy >= HELDOUT_TARGET
+@pytest.mark.xfail(strict=True, reason="heldout6 accuracy of the classifier as shipped (rules + fallback), measured once, "
+                                       "is 89.0% (89/100), below the 0.90 target (data/failure_messages/README.md, 'heldout6')")
+def test_heldout6_accuracy_meets_target(messages):
+    assert _heldout6_blind(messages)[1].accuracy >= HELDOUT_TARGET
+
+
+def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, capsys):
+    # heldout5 and heldout6 were labelled again by a second annotator who saw neither the first labels nor the
+    # classifier (README, "A second annotator"): the 90% target sits well below how often two humans agree
+    second = load_second_labels(messages=messages)
+    assert len(second) == 200 and set(second["id"]) == set(messages.loc[messages["split"].isin(["heldout5", "heldout6"]), "id"])
+    _, hybrid = _heldout6_blind(messages)
+    predicted = pd.Series(list(hybrid.results["predicted"]), index=hybrid.results["id"])
+    table = annotator_agreement(messages, second, predicted)
+    with capsys.disabled():
+        print("\nsecond annotator on heldout5 and heldout6 (classifier: heldout6's blind measurement):")
+        print(table.round(3).to_string())
+    assert table.loc["heldout5", ["messages", "agree", "second_unsure"]].tolist() == [100, 96, 8]
+    assert table.loc["heldout6", ["messages", "agree", "second_unsure"]].tolist() == [100, 99, 10]
+    assert table.loc["heldout6", "kappa"] == pytest.approx(0.989, abs=1e-3)
+    assert table.loc["heldout6", ["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].tolist() == [
+        89, 89, 89]
+    assert table.loc["heldout5", ["classifier_vs_first", "classifier_on_agreed"]].isna().all()  # not classified here
+
+
+def test_agreement_and_second_labels_on_known_answers(tmp_path):
+    messages = pd.DataFrame({"id": ["a", "b", "c", "d"], "split": ["s", "s", "s", "t"],
+                             "reason": ["syntax_error", "import_error", "syntax_error", "gpu_ecc_error"]})
+    second = pd.DataFrame({"id": ["a", "b", "c"], "reason": ["syntax_error", "semantic_error", "syntax_error"],
+                           "sure": [True, False, True]})
+    predicted = pd.Series({"a": "syntax_error", "b": "semantic_error", "c": "import_error", "d": "gpu_ecc_error"})
+    table = annotator_agreement(messages, second, predicted)
+    assert list(table.index) == ["s"]  # d has one label only
+    assert table.loc["s", ["messages", "agree", "second_unsure", "classifier_vs_first", "classifier_vs_second",
+                           "classifier_on_agreed"]].tolist() == [3, 2, 1, 1, 2, 1]
+    path = tmp_path / "second.yaml"
+    path.write_text("- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}\n")
+    real = load_messages()
+    assert load_second_labels(path, real)["reason"].tolist() == ["gpu_out_of_memory"]
+    for text, message in [("- {id: zz, reason: gpu_out_of_memory, sure: true, note: n}", r"second\.yaml:1: label 'zz': field 'id' names no message"),
+                          ("- {id: m001, reason: oom, sure: true, note: n}", r"label 'm001': field 'reason' 'oom' is no reason"),
+                          ("- {id: m001, reason: gpu_out_of_memory, sure: maybe, note: n}", r"field 'sure' must be true or false"),
+                          ("- {id: m001, reason: gpu_out_of_memory, note: n}", r"second\.yaml:1: expected a mapping with the fields"),
+                          ("- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}\n"
+                           "- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}", r"second\.yaml:2: label 'm001': duplicate id")]:
+        path.write_text(text + "\n")
+        with pytest.raises(ValueError, match=message):
+            load_second_labels(path, real)

@@ -441,3 +441,61 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
                          for i, g in zip(silent, guesses)]
                 kept[(C, with_corpus, threshold)] = rules_right and all(right)
     return pd.Series(kept, dtype=bool)
+
+
+SECOND_LABEL_FIELDS = ("id", "reason", "sure", "note")
+
+
+def load_second_labels(path: str | Path | None = None, messages: pd.DataFrame | None = None,
+                       rules: RuleSet | None = None) -> pd.DataFrame:
+    """A second annotator's labels (default ``data/failure_messages/second_labels.yaml``): id, reason, sure, note.
+
+    Every entry is checked, and any fault raises ``ValueError`` naming the file, the entry and the field: all
+    fields present, an id of ``messages`` (default: :func:`load_messages`) given once, a reason the rules know
+    (or no signature), ``sure`` true or false."""
+    rules = rules or load_rules()
+    messages = load_messages(rules=rules) if messages is None else messages
+    path = Path(path) if path else data_dir() / "failure_messages" / "second_labels.yaml"
+    with open(path) as fh:
+        doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(doc, list) or not doc:
+        raise ValueError(f"{path}: expected a non-empty list of labels")
+    known, rows = set(messages["id"]), []
+    for entry in doc:
+        where = f"{path}:{entry.get('__line__', '?') if isinstance(entry, dict) else '?'}"
+        if not isinstance(entry, dict) or any(field not in entry for field in SECOND_LABEL_FIELDS):
+            raise ValueError(f"{where}: expected a mapping with the fields {list(SECOND_LABEL_FIELDS)}")
+        where = f"{where}: label {entry['id']!r}"
+        if entry["id"] not in known:
+            raise ValueError(f"{where}: field 'id' names no message of messages.yaml")
+        if any(row["id"] == entry["id"] for row in rows):
+            raise ValueError(f"{where}: duplicate id")
+        if entry["reason"] != NO_SIGNATURE and entry["reason"] not in rules.reasons:
+            raise ValueError(f"{where}: field 'reason' {entry['reason']!r} is no reason of {rules.path.name}")
+        if not isinstance(entry["sure"], bool):
+            raise ValueError(f"{where}: field 'sure' must be true or false, got {entry['sure']!r}")
+        rows.append({field: entry[field] for field in SECOND_LABEL_FIELDS})
+    return pd.DataFrame(rows, columns=list(SECOND_LABEL_FIELDS))
+
+
+def annotator_agreement(messages: pd.DataFrame, second: pd.DataFrame, predicted: pd.Series | None = None) -> pd.DataFrame:
+    """Per split of the doubly labelled messages: how often two annotators agree (and Cohen's kappa), and, given
+    ``predicted`` (the classifier's reason per message id), how often it matches each annotator, and the first
+    annotator's label on the messages both annotators agree on (missing for a split ``predicted`` does not cover).
+    A target can only be read against that agreement."""
+    from sklearn.metrics import cohen_kappa_score
+
+    both = messages.merge(second[["id", "reason", "sure"]], on="id", suffixes=("", "_second"), validate="one_to_one")
+    rows = []
+    for split, part in both.groupby("split", sort=False):
+        agree = part["reason"] == part["reason_second"]
+        row = {"split": split, "messages": len(part), "agree": int(agree.sum()),
+               "kappa": cohen_kappa_score(part["reason"], part["reason_second"]),
+               "second_unsure": int((~part["sure"]).sum())}
+        guess = part["id"].map(predicted) if predicted is not None else None
+        if guess is not None and guess.notna().all():  # a split the classifier's answers cover
+            row.update(classifier_vs_first=int((guess == part["reason"]).sum()),
+                       classifier_vs_second=int((guess == part["reason_second"]).sum()),
+                       classifier_on_agreed=int((guess == part["reason"])[agree].sum()))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("split")
