@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, annotator_agreement,
-                                         choose_fallback_settings, classify_many, cross_validate_fallback,
+                                         choose_fallback_settings, cross_validate_fallback,
                                          evaluate_classifier, fallback_keeps_corpus, load_messages, load_rules,
                                          load_second_labels, train_fallback)
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
