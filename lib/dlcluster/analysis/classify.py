@@ -274,6 +274,15 @@ def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: st
     return pd.DataFrame(rows, columns=["log_file", *RESULT_COLUMNS])
 
 
+def _read_list(path: Path, what: str) -> list:
+    """A YAML file holding a non-empty list, each mapping remembering its line (for error messages)."""
+    with open(path) as fh:
+        doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(doc, list) or not doc:
+        raise ValueError(f"{path}: expected a non-empty list of {what}")
+    return doc
+
+
 def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) -> pd.DataFrame:
     """The hand-labelled set of real failure messages (default ``data/failure_messages/messages.yaml``).
 
@@ -285,10 +294,7 @@ def load_messages(path: str | Path | None = None, rules: RuleSet | None = None) 
     """
     rules = rules or load_rules()
     path = Path(path) if path else data_dir() / "failure_messages" / "messages.yaml"
-    with open(path) as fh:
-        doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
-    if not isinstance(doc, list) or not doc:
-        raise ValueError(f"{path}: expected a non-empty list of messages")
+    doc = _read_list(path, "messages")
     rows, seen, split_of_source = [], set(), {}
     for entry in doc:
         where = f"{path}:{entry.get('__line__', '?') if isinstance(entry, dict) else '?'}"
@@ -456,11 +462,8 @@ def load_second_labels(path: str | Path | None = None, messages: pd.DataFrame | 
     rules = rules or load_rules()
     messages = load_messages(rules=rules) if messages is None else messages
     path = Path(path) if path else data_dir() / "failure_messages" / "second_labels.yaml"
-    with open(path) as fh:
-        doc = yaml.load(fh, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
-    if not isinstance(doc, list) or not doc:
-        raise ValueError(f"{path}: expected a non-empty list of labels")
-    known, rows = set(messages["id"]), []
+    doc = _read_list(path, "labels")
+    known, seen, rows = set(messages["id"]), set(), []
     for entry in doc:
         where = f"{path}:{entry.get('__line__', '?') if isinstance(entry, dict) else '?'}"
         if not isinstance(entry, dict) or any(field not in entry for field in SECOND_LABEL_FIELDS):
@@ -468,8 +471,9 @@ def load_second_labels(path: str | Path | None = None, messages: pd.DataFrame | 
         where = f"{where}: label {entry['id']!r}"
         if entry["id"] not in known:
             raise ValueError(f"{where}: field 'id' names no message of messages.yaml")
-        if any(row["id"] == entry["id"] for row in rows):
+        if entry["id"] in seen:
             raise ValueError(f"{where}: duplicate id")
+        seen.add(entry["id"])
         if entry["reason"] != NO_SIGNATURE and entry["reason"] not in rules.reasons:
             raise ValueError(f"{where}: field 'reason' {entry['reason']!r} is no reason of {rules.path.name}")
         if not isinstance(entry["sure"], bool):

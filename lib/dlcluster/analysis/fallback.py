@@ -72,23 +72,24 @@ class LearnedFallback:
         # one binary regression per reason (liblinear): as accurate out of fold as a multinomial one, 5x faster
         self._model = OneVsRestClassifier(LogisticRegression(C=settings.C, solver="liblinear", random_state=0)
                                           ).fit(train, self.reasons)
-        self._chars = self._features.transformer_list[1][1]
-        self._train_chars = self._chars.transform(texts)  # rows are L2-normalised: dot product = cosine
+        self._n_word_features = len(self._features.transformer_list[0][1].vocabulary_)
+        self._train_chars = self._chars(train)
+
+    def _chars(self, features):
+        """The character n-gram block of the joined features; its rows are L2-normalised, so a dot product is a cosine."""
+        return features[:, self._n_word_features:]
 
     @property
     def classes(self) -> set[str]:
         return set(self.reasons)
 
-    def probabilities(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The reasons (columns) and each text's probability of each (rows)."""
-        return self._model.classes_, self._model.predict_proba(self._features.transform(texts))
-
     def guess_many(self, texts: list[str]) -> list[Guess]:
         if not texts:
             return []
-        classes, probs = self.probabilities(texts)
+        features = self._features.transform(texts)
+        classes, probs = self._model.classes_, self._model.predict_proba(features)
         best = probs.argmax(axis=1)  # ties: the first reason in sorted order, so the answer is deterministic
-        similar = (self._chars.transform(texts) @ self._train_chars.T).toarray()
+        similar = (self._chars(features) @ self._train_chars.T).toarray()
         out = []
         for row, k in enumerate(best):
             reason = str(classes[k])
