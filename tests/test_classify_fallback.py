@@ -1,5 +1,6 @@
 """The learned fallback (dlcluster.analysis.fallback) behind the rules, on known answers."""
 
+import math
 import subprocess
 import sys
 
@@ -131,20 +132,83 @@ def test_leave_one_split_out_on_known_answers():
     assert list(cv.loc[(1.5, "b"), ["hybrid_correct", "fallback_decisions", "model_correct"]]) == [0, 0, 3]
 
 
-def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_threshold():
-    def rows(C, corpus, threshold, right, model=(5, 5)):
-        return [{"C": C, "with_corpus": corpus, "threshold": threshold, "split": s, "messages": 10,
+def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_threshold_and_refine():
+    def rows(C, corpus, threshold, right, model=(5, 5), refine=math.inf):
+        return [{"C": C, "with_corpus": corpus, "threshold": threshold, "refine": refine, "split": s, "messages": 10,
                  "hybrid_correct": r, "model_correct": mr} for s, r, mr in zip("ab", right, model)]
     cv = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(30.0, False, 0.1, [10, 8])
                       + rows(30.0, False, 0.3, [8, 10]) + rows(30.0, True, 0.5, [7, 7]))
-    assert choose_fallback_settings(cv) == FallbackSettings(30.0, 0.3, False)
-    allowed = pd.Series({(10.0, False, 0.1): True, (30.0, False, 0.1): True, (30.0, False, 0.3): False,
-                         (30.0, True, 0.5): True})
-    assert choose_fallback_settings(cv, allowed) == FallbackSettings(10.0, 0.1, False)  # grid order breaks the tie
+    assert choose_fallback_settings(cv) == FallbackSettings(30.0, 0.3, False, math.inf)
+    allowed = pd.Series({(10.0, False, 0.1, math.inf): True, (30.0, False, 0.1, math.inf): True,
+                         (30.0, False, 0.3, math.inf): False, (30.0, True, 0.5, math.inf): True})
+    assert choose_fallback_settings(cv, allowed) == FallbackSettings(10.0, 0.1, False, math.inf)  # grid order
     better_model = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(30.0, False, 0.1, [9, 9], model=(6, 6)))
-    assert choose_fallback_settings(better_model) == FallbackSettings(30.0, 0.1, False)
+    assert choose_fallback_settings(better_model) == FallbackSettings(30.0, 0.1, False, math.inf)
     with pytest.raises(ValueError, match="no allowed fallback setting"):
         choose_fallback_settings(cv, allowed & False)
+    # refining a generic rule is taken only where it is right more often; on a tie, never refining wins
+    refining = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(10.0, False, 0.1, [9, 10], refine=0.5)
+                            + rows(10.0, False, 0.1, [9, 10], refine=0.9))
+    assert choose_fallback_settings(refining) == FallbackSettings(10.0, 0.1, False, 0.9)
+    tie = pd.DataFrame(rows(10.0, False, 0.1, [9, 9], refine=0.5) + rows(10.0, False, 0.1, [9, 9]))
+    assert choose_fallback_settings(tie) == FallbackSettings(10.0, 0.1, False, math.inf)
+
+
+# A rule file with a generic rule ("Aborted" says how a job died, not why) behind a specific one, and labelled
+# texts from which a fallback learns that "zeta kernel launch broke" before an abort is a CUDA failure.
+GENERIC_RULES = """\
+categories: {user: "u", infrastructure: "i", ai_engine: "a"}
+no_signature: {label: none, category: unknown, retryable: true, definition: d}
+reasons:
+  gpu_out_of_memory: {label: gpu oom, category: user, retryable: false, definition: d}
+  cuda_failure: {label: cuda failure, category: ai_engine, retryable: true, definition: d}
+  core_dump: {label: core dump, category: ai_engine, retryable: false, definition: d}
+rules:
+  - {id: oom, reason: gpu_out_of_memory, pattern: 'out of memory', source: s}
+  - {id: launch, reason: cuda_failure, pattern: 'unspecified launch failure', source: s}
+  - {id: abort, reason: core_dump, pattern: 'Aborted', source: s, generic: true}
+"""
+REFINABLE = pd.DataFrame({
+    "id": ["z1", "z2", "a1", "a2"],
+    "text": ["zeta kernel launch broke on stream 1\nAborted", "zeta kernel launch broke on stream 2\nAborted",
+             "assertion in reader\nAborted", "assertion in writer\nAborted"],
+    "reason": ["cuda_failure", "cuda_failure", "core_dump", "core_dump"],
+    "split": ["a", "b", "a", "b"], "source_url": ["u1", "u2", "u3", "u4"]})
+
+
+def test_a_confident_guess_refines_a_generic_rule_and_names_it(tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text(GENERIC_RULES)
+    rules = RuleSet(path)
+    assert rules.generic_rules == {"abort"}
+    model = train_fallback(REFINABLE, FallbackSettings(C=100.0, threshold=0.0, with_corpus=False, refine=0.55))
+    m = classify("zeta kernel launch broke on stream 9\nAborted", rules, fallback=model)
+    assert (m.reason, m.category, m.rule_id, m.refined_rule) == ("cuda_failure", "ai_engine", FALLBACK_RULE_ID, "abort")
+    assert (m.matched_line, m.line_number, m.fallback_neighbour[0]) == ("Aborted", 2, "z")  # the rule's line is kept
+    assert m.fallback_confidence >= 0.55
+    # the model agrees with the generic rule: the rule stands
+    m = classify("assertion in loader\nAborted", rules, fallback=model)
+    assert (m.reason, m.rule_id, m.refined_rule, m.fallback_confidence) == ("core_dump", "abort", None, None)
+    # a specific rule is never refined, and refine=inf never refines; nor do the rules alone
+    fooled = train_fallback(REFINABLE.assign(text=[f"out of memory {i}" for i in range(4)]),
+                            FallbackSettings(C=100.0, threshold=0.0, with_corpus=False, refine=0.0))
+    assert classify("out of memory 0", rules, fallback=fooled).rule_id == "oom"
+    never = train_fallback(REFINABLE, FallbackSettings(C=100.0, threshold=0.0, with_corpus=False, refine=math.inf))
+    for fallback in (never, False):
+        assert classify("zeta kernel launch broke on stream 9\nAborted", rules, fallback=fallback).rule_id == "abort"
+    # leave-one-split-out counts the refinements: each zeta text refined rightly, the abort texts left alone
+    cv = cross_validate_fallback(REFINABLE, rules, grid={"C": [100.0], "with_corpus": [False], "threshold": [0.0],
+                                                         "refine": [0.55, math.inf]}).set_index(["refine", "split"])
+    columns = ["rules_correct", "hybrid_correct", "refined", "refined_correct"]
+    assert list(cv.loc[(0.55, "a"), columns]) == [1, 2, 1, 1]
+    assert list(cv.loc[(math.inf, "a"), columns]) == [1, 1, 0, 0]
+
+
+def test_a_rule_file_with_a_bad_generic_flag_is_refused(tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text(GENERIC_RULES.replace("generic: true", "generic: maybe"))
+    with pytest.raises(ValueError, match=r"rules\.yaml:\d+: rule 'abort': field 'generic' must be true or false, got 'maybe'"):
+        RuleSet(path)
 
 
 def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path):

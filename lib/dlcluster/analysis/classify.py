@@ -10,7 +10,8 @@ several (an uncorrectable ECC error reported as a CUDA error is an ECC error).
 A rule may also name a ``requires`` pattern that some line of the same log must
 match, for signatures whose meaning depends on what the job was doing: "Permission
 denied" on a checkpoint path is a checkpoint error only where the log shows the job
-saving, otherwise a permission error. A log that no rule matches is
+saving, otherwise a permission error. A rule marked ``generic`` names only how the job
+died (a native abort, a CUDA error), not why. A log that no rule matches is
 "no signature" to the rules. Every :class:`Match` says which rule fired and on
 which line, so a reader can audit each decision.
 
@@ -19,11 +20,14 @@ Where no rule fires, the default classifier asks a learned fallback
 ``data/failure_messages/``): its most probable reason, if the model is confident enough, else
 still "no signature". Its decisions carry the rule id ``fallback:learned``, the model's
 probability and the labelled message they most resemble, so a learned guess is never mistaken
-for a rule match; ``fallback=False`` gives the rules alone.
+for a rule match. Where a generic rule fired and the model is confident (``FallbackSettings.refine``) of
+another, more specific reason, that guess replaces the rule's answer and names the rule it refined
+(round 7). ``fallback=False`` gives the rules alone.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,6 +62,7 @@ class Rule:
     source: str
     regex: re.Pattern
     requires: re.Pattern | None = None  # the rule fires only if some line of the log matches this
+    generic: bool = False  # names how a job died, not why: a confident learned guess may refine it
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Match:
     line_number: int | None  # 1-based; None for no signature and for a learned guess
     fallback_confidence: float | None = None  # where the rules were silent: the fallback's probability of its guess
     fallback_neighbour: str | None = None  # the labelled text of that reason most like this one (the evidence)
+    refined_rule: str | None = None  # the generic rule whose answer the learned guess replaced (its line is kept)
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -123,7 +129,12 @@ class RuleSet:
                 raise ValueError(f"{where}: rule {entry['id']!r} names unknown reason {entry['reason']!r} "
                                  f"(field 'reason'; known: {sorted(self.reasons)})")
             regex, requires = (self._compile(entry, field, where) for field in ("pattern", "requires"))
-            self.rules.append(Rule(entry["id"], entry["reason"], entry["pattern"], entry["source"], regex, requires))
+            generic = entry.get("generic", False)
+            if not isinstance(generic, bool):
+                raise ValueError(f"{where}: rule {entry['id']!r}: field 'generic' must be true or false, got {generic!r}")
+            self.rules.append(Rule(entry["id"], entry["reason"], entry["pattern"], entry["source"], regex, requires,
+                                   generic))
+        self.generic_rules = {rule.id for rule in self.rules if rule.generic}
         unruled = sorted(set(self.reasons) - {r.reason for r in self.rules})
         if unruled:
             raise ValueError(f"{self.path}: reasons without any rule: {unruled}")
@@ -227,20 +238,32 @@ def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> LearnedFallback | No
 
 def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: FallbackArg = True) -> list[Match]:
     """Classify each text: the rules first (:meth:`RuleSet.classify`); where none fires, the fallback's guess
-    if it is confident enough, else no signature. ``fallback``: True for the default
+    if it is confident enough, else no signature; where a generic rule fired, the fallback's guess of another
+    reason if its probability reaches ``settings.refine``. ``fallback``: True for the default
     (:func:`default_fallback`), False for the rules alone, or a trained :class:`LearnedFallback`."""
     rules = rules or load_rules()
     model = _fallback_for(rules, fallback)
     matches = [rules.classify(text) for text in texts]
-    silent = [i for i, m in enumerate(matches) if m.reason == NO_SIGNATURE]
-    if model is None or not silent:
+    if model is None:
         return matches
-    for i, guess in zip(silent, model.guess_many([texts[i] for i in silent])):
-        r = rules.reasons[guess.reason] if guess.reason is not None else rules.no_signature
-        matches[i] = Match(r.key, r.label, r.category, r.retryable,
-                           FALLBACK_RULE_ID if guess.reason is not None else None, None, None,
-                           guess.confidence, guess.neighbour)
+    asked = [i for i, m in enumerate(matches) if m.reason == NO_SIGNATURE or m.rule_id in rules.generic_rules]
+    for i, guess in zip(asked, model.guess_many([texts[i] for i in asked])):
+        m = matches[i]
+        if m.reason == NO_SIGNATURE:
+            r = rules.reasons[guess.reason] if guess.reason is not None else rules.no_signature
+            matches[i] = Match(r.key, r.label, r.category, r.retryable,
+                               FALLBACK_RULE_ID if guess.reason is not None else None, None, None,
+                               guess.confidence, guess.neighbour)
+        elif _refines(guess, m.reason, model.settings.refine):
+            r = rules.reasons[guess.best]
+            matches[i] = Match(r.key, r.label, r.category, r.retryable, FALLBACK_RULE_ID, m.matched_line,
+                               m.line_number, guess.confidence, guess.neighbour, refined_rule=m.rule_id)
     return matches
+
+
+def _refines(guess, rule_reason: str, refine: float) -> bool:
+    """Does a guess replace a generic rule's reason? Only a different reason, at probability ``refine`` or more."""
+    return guess.best != rule_reason and guess.confidence >= refine
 
 
 def classify(text: str, rules: RuleSet | None = None, fallback: FallbackArg = True) -> Match:
@@ -254,7 +277,7 @@ def read_log(path: str | Path) -> str:
 
 
 RESULT_COLUMNS = ["reason", "label", "category", "retryable", "rule_id", "line_number", "matched_line",
-                  "fallback_confidence", "fallback_neighbour"]
+                  "fallback_confidence", "fallback_neighbour", "refined_rule"]
 
 
 def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: str = "*.log",
@@ -263,7 +286,7 @@ def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: st
 
     Returns one row per log: ``log_file`` (name relative to ``logs_dir``), reason,
     label, category, retryable, rule_id, line_number, matched_line, fallback_confidence and
-    fallback_neighbour (where no rule fired and a fallback was asked).
+    fallback_neighbour (where the fallback was asked), refined_rule (a generic rule the guess replaced).
     """
     logs_dir = Path(logs_dir)
     if not logs_dir.is_dir():
@@ -352,7 +375,7 @@ def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None,
         predicted=[m.reason for m in matches], rule_id=[m.rule_id for m in matches],
         matched_line=[m.matched_line for m in matches],
         fallback_confidence=[m.fallback_confidence for m in matches],
-        fallback_neighbour=[m.fallback_neighbour for m in matches])
+        fallback_neighbour=[m.fallback_neighbour for m in matches], refined_rule=[m.refined_rule for m in matches])
     results["correct"] = results["reason"] == results["predicted"]
     labels = sorted(set(results["reason"]) | set(results["predicted"]))
     confusion = pd.crosstab(pd.Categorical(results["reason"], labels), pd.Categorical(results["predicted"], labels),
@@ -362,20 +385,22 @@ def evaluate_classifier(messages: pd.DataFrame, rules: RuleSet | None = None,
 
 
 # The candidate settings of the fallback, kept small: three penalty strengths, with and without the corpus logs,
-# six probability thresholds (data/failure_messages/README.md, "Round 6: a regression fallback").
+# six probability thresholds (data/failure_messages/README.md, "Round 6: a regression fallback"), and whether and
+# at what probability a guess refines a generic rule (inf: never; "Round 7: refining generic rules").
 FALLBACK_GRID = {"C": [10.0, 30.0, 100.0], "with_corpus": [False, True],
-                 "threshold": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}
-SETTING_KEYS = ["C", "with_corpus", "threshold"]
+                 "threshold": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "refine": [0.5, 0.7, 0.9, math.inf]}
+SETTING_KEYS = ["C", "with_corpus", "threshold", "refine"]
 
 
 def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
                             grid: dict | None = None, progress: bool = False) -> pd.DataFrame:
-    """Leave-one-split-out accuracy of rules + fallback for every setting of ``grid`` (default FALLBACK_GRID).
+    """Leave-one-split-out accuracy of rules + fallback for every setting of ``grid`` (default FALLBACK_GRID;
+    a grid without ``refine`` never refines).
 
     For each split S of ``messages`` (default: all labelled messages), the fallback is trained on the other
     splits only and S is classified with the rules and that fallback. One row per setting and split:
-    messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made), fallback_correct,
-    and model_correct (the model's best reason for every message of S, rules ignored: how well it names the
+    messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made where no rule
+    fired), fallback_correct, refined (generic rules' answers replaced), refined_correct, and model_correct (the model's best reason for every message of S, rules ignored: how well it names the
     reasons of a set it never saw). The rules themselves were written from these splits, so rules_correct is
     in-sample; only the fallback is out of fold.
     """
@@ -384,7 +409,9 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     messages = load_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
-    by_rules = pd.Series([rules.classify(text).reason for text in messages["text"]], index=messages.index)
+    ruled = [rules.classify(text) for text in messages["text"]]
+    by_rules = pd.Series([m.reason for m in ruled], index=messages.index)
+    generic = pd.Series([m.rule_id in rules.generic_rules for m in ruled], index=messages.index)
     splits = sorted(messages["split"].unique(), key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
     fits = [(C, with_corpus, split) for C in grid["C"] for with_corpus in grid["with_corpus"] for split in splits]
     rows = []
@@ -393,16 +420,24 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
         model = train_fallback(messages[messages["split"] != split], FallbackSettings(C, 0.0, with_corpus))
         guesses = pd.Series(model.guess_many(list(held["text"])), index=held.index)
         silent = held.index[by_rules[held.index] == NO_SIGNATURE]
+        refinable = held.index[generic[held.index]]
         model_right = int(sum(g.reason == t for g, t in zip(guesses, held["reason"])))
         for threshold in grid["threshold"]:
-            predicted = by_rules[held.index].copy()
+            after_silent = by_rules[held.index].copy()
             decided = pd.Series([g.confidence >= threshold for g in guesses[silent]], index=silent, dtype=bool)
-            predicted[silent] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses[silent], decided)]
-            right = predicted == held["reason"]
-            rows.append({"C": C, "with_corpus": with_corpus, "threshold": threshold, "split": split,
-                         "messages": len(held), "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
-                         "hybrid_correct": int(right.sum()), "fallback_decisions": int(decided.sum()),
-                         "fallback_correct": int(right[silent][decided].sum()), "model_correct": model_right})
+            after_silent[silent] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses[silent], decided)]
+            for refine in grid.get("refine", [math.inf]):
+                predicted = after_silent.copy()
+                refined = pd.Series([_refines(g, by_rules[i], refine) for i, g in zip(refinable, guesses[refinable])],
+                                    index=refinable, dtype=bool)
+                predicted[refined[refined].index] = [g.best for g in guesses[refined[refined].index]]
+                right = predicted == held["reason"]
+                rows.append({"C": C, "with_corpus": with_corpus, "threshold": threshold, "refine": refine,
+                             "split": split, "messages": len(held),
+                             "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
+                             "hybrid_correct": int(right.sum()), "fallback_decisions": int(decided.sum()),
+                             "fallback_correct": int(right[silent][decided].sum()), "refined": int(refined.sum()),
+                             "refined_correct": int(right[refinable][refined].sum()), "model_correct": model_right})
     return pd.DataFrame(rows)
 
 
@@ -410,8 +445,8 @@ def choose_fallback_settings(cv: pd.DataFrame, allowed: pd.Series | None = None)
     """The setting with the highest mean of the per-split hybrid accuracies in ``cv``
     (:func:`cross_validate_fallback`); ties go to the higher mean accuracy of the model alone (the rules are
     in-sample on most splits, so the hybrid figure separates settings little), then to the higher threshold
-    (fewer guesses), then to grid order. ``allowed`` (a boolean Series over the settings' (C, with_corpus,
-    threshold)) excludes settings."""
+    (fewer guesses), then to the higher refine probability (fewer rules overruled; inf: never), then to grid
+    order. ``allowed`` (a boolean Series over the settings' (C, with_corpus, threshold, refine)) excludes settings."""
     per_setting = (cv.assign(accuracy=cv["hybrid_correct"] / cv["messages"],
                              model_accuracy=cv["model_correct"] / cv["messages"])
                    .groupby(SETTING_KEYS, sort=False)[["accuracy", "model_accuracy"]].mean().round(12).reset_index())
@@ -420,32 +455,37 @@ def choose_fallback_settings(cv: pd.DataFrame, allowed: pd.Series | None = None)
     if per_setting.empty:
         raise ValueError("no allowed fallback setting to choose from")
     order = per_setting.assign(grid_order=range(len(per_setting))).sort_values(
-        ["accuracy", "model_accuracy", "threshold", "grid_order"], ascending=[False, False, False, True], kind="stable")
+        ["accuracy", "model_accuracy", "threshold", "refine", "grid_order"], ascending=[False, False, False, False, True],
+        kind="stable")
     best = order.iloc[0]
-    return FallbackSettings(float(best["C"]), float(best["threshold"]), bool(best["with_corpus"]))
+    return FallbackSettings(float(best["C"]), float(best["threshold"]), bool(best["with_corpus"]), float(best["refine"]))
 
 
 def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
                           grid: dict | None = None, corpus_dir: str | Path | None = None) -> pd.Series:
-    """Per setting of ``grid``: does rules + fallback (trained on all ``messages``) still classify every log of
-    the corpus (default ``data/failure_logs``, true reasons in its index.csv) to its true reason? The corpus
-    holds logs a reader cannot attribute (true reason no signature), which a wild guess would get wrong."""
+    """Per setting of ``grid`` (a grid without ``refine`` never refines): does rules + fallback (trained on all
+    ``messages``) still classify every log of the corpus (default ``data/failure_logs``, true reasons in its
+    index.csv) to its true reason? The corpus holds logs a reader cannot attribute (true reason no signature),
+    which a wild guess would get wrong, and logs a generic rule names rightly, which a refinement would break."""
     messages = load_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
     index, texts = _corpus_logs(corpus_dir)
-    by_rules = [rules.classify(text).reason for text in texts]
-    silent = [i for i, reason in enumerate(by_rules) if reason == NO_SIGNATURE]
-    rules_right = all(by_rules[i] == index["true_reason"].iloc[i] for i in range(len(texts)) if i not in silent)
+    truth = list(index["true_reason"])
+    ruled = [rules.classify(text) for text in texts]
+    asked = [i for i, m in enumerate(ruled) if m.reason == NO_SIGNATURE or m.rule_id in rules.generic_rules]
+    rules_right = all(m.reason == truth[i] for i, m in enumerate(ruled) if i not in asked)
     kept = {}
     for C in grid["C"]:
         for with_corpus in grid["with_corpus"]:
             model = train_fallback(messages, FallbackSettings(C, 0.0, with_corpus), corpus_dir)
-            guesses = model.guess_many([texts[i] for i in silent])
+            guesses = model.guess_many([texts[i] for i in asked])
             for threshold in grid["threshold"]:
-                right = [(g.reason if g.confidence >= threshold else NO_SIGNATURE) == index["true_reason"].iloc[i]
-                         for i, g in zip(silent, guesses)]
-                kept[(C, with_corpus, threshold)] = rules_right and all(right)
+                for refine in grid.get("refine", [math.inf]):
+                    right = [((g.reason if g.confidence >= threshold else NO_SIGNATURE) if ruled[i].reason == NO_SIGNATURE
+                              else g.best if _refines(g, ruled[i].reason, refine) else ruled[i].reason) == truth[i]
+                             for i, g in zip(asked, guesses)]
+                    kept[(C, with_corpus, threshold, refine)] = rules_right and all(right)
     return pd.Series(kept, dtype=bool)
 
 

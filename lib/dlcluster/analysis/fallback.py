@@ -11,12 +11,14 @@ it names the reason of 89.4% of a split's messages on average against 82.9% (REA
 Below ``threshold`` (the model's probability of its best reason) the text stays "no signature":
 a confident guess beats no signature, a wild one does not. Each guess names, as evidence, the
 labelled message of the guessed reason that the text most resembles.
-Rules always take precedence; this module only answers where they are silent
-(``dlcluster.analysis.classify``).
+Rules take precedence; this module answers where they are silent and, since round 7, may refine a
+*generic* rule's answer (a native abort, a CUDA error: how a job died, not why) where it is confident
+(``FallbackSettings.refine``) of a more specific reason (``dlcluster.analysis.classify``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +33,12 @@ FALLBACK_RULE_ID = "fallback:learned"
 @dataclass(frozen=True)
 class FallbackSettings:
     """The fallback's model settings; the defaults were chosen by leave-one-split-out cross-validation
-    over the labelled splits (data/failure_messages/README.md, "Round 6: a regression fallback")."""
+    over the labelled splits (data/failure_messages/README.md, "Round 6: a regression fallback", "Round 7")."""
 
     C: float = 100.0  # inverse strength of the regressions' L2 penalty
-    threshold: float = 0.5  # least probability of the best reason for a guess
+    threshold: float = 0.4  # least probability of the best reason for a guess where no rule fires
     with_corpus: bool = True  # also train on the project's failure-log corpus (data/failure_logs/)
+    refine: float = 0.9  # least probability of another reason to replace a generic rule's (inf: never)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Guess:
     reason: str | None
     confidence: float  # the model's probability of its best reason, 0..1
     neighbour: str  # id of the labelled text of that reason most similar to this one (character n-grams)
+    best: str  # the most probable reason, whatever its probability
 
 
 def _features() -> FeatureUnion:
@@ -97,7 +101,7 @@ class LearnedFallback:
             neighbour = of_reason[similar[row, of_reason].argmax()]  # ties: the first in training order
             confidence = float(probs[row, k])
             out.append(Guess(reason if confidence >= self.settings.threshold else None, confidence,
-                             str(self.ids[neighbour])))
+                             str(self.ids[neighbour]), reason))
         return out
 
     def guess(self, text: str) -> Guess:
