@@ -214,17 +214,23 @@ def test_a_rule_file_with_a_bad_generic_flag_is_refused(tmp_path):
 def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path):
     (tmp_path / "a.log").write_text("sky.exceptions.ResourcesUnavailableError: Cluster is preempted\n")
     (tmp_path / "b.log").write_text("SyntaxError: invalid syntax\n")
+    # a failed cuDNN call that aborts: the generic native-abort rule fires, the fallback names the CUDA failure
+    (tmp_path / "c.log").write_text("F tensorflow/core/kernels/conv_ops.cc:659] Check failed: "
+                                    "stream->parent()->GetConvolveAlgorithms(&algorithms)\nAborted (core dumped)\n")
     default = subprocess.run([sys.executable, "-m", "dlcluster.cli", "classify-logs", str(tmp_path)],
                              capture_output=True, text=True)
     assert default.returncode == 0, default.stderr
     line_a = next(line for line in default.stdout.splitlines() if line.lstrip().startswith("a.log"))
     assert FALLBACK_RULE_ID in line_a and "like labelled message m" in line_a and "(probability " in line_a
+    line_c = next(line for line in default.stdout.splitlines() if line.lstrip().startswith("c.log"))
+    assert "cuda_failure" in line_c and "refines rule native-abort: F tensorflow/core/kernels/conv_ops.cc" in line_c
     off = subprocess.run([sys.executable, "-m", "dlcluster.cli", "classify-logs", str(tmp_path), "--no-fallback"],
                          capture_output=True, text=True)
     assert off.returncode == 0, off.stderr
     line_a = next(line for line in off.stdout.splitlines() if line.lstrip().startswith("a.log"))
     assert "no_signature" in line_a and FALLBACK_RULE_ID not in off.stdout
     assert "python-syntax-error" in off.stdout and "python-syntax-error" in default.stdout
+    assert "native-abort" in next(line for line in off.stdout.splitlines() if line.lstrip().startswith("c.log"))
 
 
 # The rules' near-misses (tests/test_classify_rules.py): lines a healthy or unrelated job prints, which no rule

@@ -92,9 +92,12 @@ def _classify_logs(args) -> int:
     from .analysis.classify import classify_dir
     from .analysis.fallback import FALLBACK_RULE_ID
     table = classify_dir(args.logs_dir, pattern=args.pattern, fallback=not args.no_fallback)
-    # a learned guess (rule_id fallback:learned) shows its probability and the labelled message it most resembles
-    table["evidence"] = [f"like labelled message {row.fallback_neighbour} (probability {row.fallback_confidence:.2f})"
-                         if row.rule_id == FALLBACK_RULE_ID else row.matched_line for row in table.itertuples()]
+    # a learned guess (rule_id fallback:learned) shows its probability and the labelled message it most resembles,
+    # and, where it refined a generic rule, that rule and the line it matched
+    table["evidence"] = [row.matched_line if row.rule_id != FALLBACK_RULE_ID else
+                         f"like labelled message {row.fallback_neighbour} (probability {row.fallback_confidence:.2f})"
+                         + (f"; refines rule {row.refined_rule}: {row.matched_line}" if row.refined_rule else "")
+                         for row in table.itertuples()]
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(table[["log_file", "reason", "category", "rule_id", "evidence"]].to_string(index=False))
         print()

@@ -18,7 +18,6 @@ Rules take precedence; this module answers where they are silent and, since roun
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
