@@ -21,7 +21,7 @@ import pytest
 from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, annotator_agreement,
                                          choose_fallback_settings, cross_validate_fallback,
                                          evaluate_classifier, fallback_keeps_corpus, load_messages, load_rules,
-                                         load_second_labels, train_fallback)
+                                         load_second_labels, measured_messages, train_fallback)
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 # History: messages classified right by the rules alone after tuning round 4, which tuned on all four splits
@@ -103,10 +103,23 @@ HELDOUT6_RULES_CORRECT_MEASURED = 79
 HELDOUT6_HYBRID_CORRECT_MEASURED = 89
 HELDOUT_TARGET = 0.90
 
+# The seventh held-out set (branch heldout7): messages from threads none of the other splits used, collected and
+# hand-labelled blind while the classifier was improved on the first 700 messages; committed before the classifier
+# first sees it, and left out of the default fallback's training and of every evaluation here (NOT_YET_MEASURED)
+# until its one measurement after the model is final (README, "heldout7").
+HELDOUT7_SIZE = 80
+HELDOUT7_SHA256 = "461c2bd7d9616ecd52c8d6b408629cb475f885cad146b5ac97001f638e73abce"
+
+
+@pytest.fixture(scope="module")
+def all_messages():
+    return load_messages()
+
 
 @pytest.fixture(scope="module")
 def messages():
-    return load_messages()
+    # every evaluation below leaves out the sets not yet measured, until their one blind measurement (README, "heldout7")
+    return measured_messages()
 
 
 def _digest(entries: pd.DataFrame) -> str:
@@ -119,9 +132,10 @@ def _digest(entries: pd.DataFrame) -> str:
                                                   ("heldout3", HELDOUT3_SIZE, HELDOUT3_SHA256),
                                                   ("heldout4", HELDOUT4_SIZE, HELDOUT4_SHA256),
                                                   ("heldout5", HELDOUT5_SIZE, HELDOUT5_SHA256),
-                                                  ("heldout6", HELDOUT6_SIZE, HELDOUT6_SHA256)])
-def test_frozen_held_out_sets_are_unchanged(messages, split, size, sha256):
-    frozen = messages[messages["split"] == split]
+                                                  ("heldout6", HELDOUT6_SIZE, HELDOUT6_SHA256),
+                                                  ("heldout7", HELDOUT7_SIZE, HELDOUT7_SHA256)])
+def test_frozen_held_out_sets_are_unchanged(all_messages, split, size, sha256):
+    frozen = all_messages[all_messages["split"] == split]
     assert len(frozen) == size
     assert _digest(frozen) == sha256
     # the digest sees every field: changing one character of one entry changes it
@@ -130,7 +144,8 @@ def test_frozen_held_out_sets_are_unchanged(messages, split, size, sha256):
     assert _digest(touched) != sha256
 
 
-def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(messages):
+def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(all_messages):
+    messages = all_messages
     rules = load_rules()
     assert len(messages) >= 80
     assert messages["id"].is_unique
@@ -143,10 +158,10 @@ def test_every_message_has_its_source_a_valid_label_and_one_split_per_source(mes
     assert (messages.groupby("source_url")["split"].nunique() == 1).all()
     sizes = messages["split"].value_counts()
     # round 1 split 123 messages in halves (62 tuning, 61 held-out); round 2 added 83 to the tuning half only;
-    # heldout2 to heldout6 are separate sets from new threads
+    # heldout2 to heldout7 are separate sets from new threads
     assert (sizes["tuning"], sizes["heldout"], sizes["heldout2"], sizes["heldout3"], sizes["heldout4"],
-            sizes["heldout5"], sizes["heldout6"]) == (145, HELDOUT_SIZE, HELDOUT2_SIZE, HELDOUT3_SIZE, HELDOUT4_SIZE,
-                                                      HELDOUT5_SIZE, HELDOUT6_SIZE)
+            sizes["heldout5"], sizes["heldout6"], sizes["heldout7"]) == (
+        145, HELDOUT_SIZE, HELDOUT2_SIZE, HELDOUT3_SIZE, HELDOUT4_SIZE, HELDOUT5_SIZE, HELDOUT6_SIZE, HELDOUT7_SIZE)
     # every reason with two or more messages is in both halves of the round-1 split
     halves = messages[messages["split"].isin(["tuning", "heldout"])]
     per_reason = halves.groupby("reason")["split"].agg(["size", "nunique"])
@@ -178,7 +193,7 @@ GOOD = """\
     (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
     (("split: tuning", "split: test"),
      r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4', 'heldout5', "
-     r"'heldout6'\]"),
+     r"'heldout6', 'heldout7'\]"),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])

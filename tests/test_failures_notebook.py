@@ -3,7 +3,7 @@
 import pytest
 
 from dlcluster.analysis import failures as F
-from dlcluster.analysis.classify import cross_validate_fallback, evaluate_classifier, load_messages
+from dlcluster.analysis.classify import cross_validate_fallback, evaluate_classifier, measured_messages
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 
@@ -27,7 +27,7 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     # the default logs are the corpus, every log of which has a known true reason
     assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
     # the real user-posted messages: the per-split accuracies recorded are the library's, rules alone
-    messages = load_messages()
+    messages = measured_messages()  # heldout7, not yet measured, is evaluated nowhere until its one measurement
     assert r["messages.count"] == len(messages)
     for split, size in (("heldout", 61), ("heldout2", 95), ("heldout3", 102), ("heldout4", 97), ("heldout5", 100),
                         ("heldout6", 100)):
