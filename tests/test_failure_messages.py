@@ -11,6 +11,7 @@ figures are the leave-one-split-out counts and heldout6's one blind measurement,
 """
 
 import hashlib
+import math
 import json
 import re
 import textwrap
@@ -32,23 +33,25 @@ HELDOUT_CORRECT_AFTER_ROUND4 = 60
 HELDOUT2_CORRECT_AFTER_ROUND4 = 93
 HELDOUT3_CORRECT_AFTER_ROUND4 = 102
 
-# The default classifier since round 6: rules + the regression fallback, trained on every labelled message and the
-# corpus logs, so these counts are in-sample regression counts. Against the rules alone: heldout2 m214 and 12 of
-# heldout4's, 15 of heldout5's and 17 of heldout6's messages no rule matched are right (README, "Round 6").
+# The default classifier since round 7: the round-7 rules + the regression fallback (refining generic rules),
+# trained on every labelled message and the corpus logs, so these counts are in-sample regression counts
+# (README, "Round 6: a regression fallback", "Round 7").
 TUNING_CORRECT_WITH_FALLBACK = 145
 HELDOUT_CORRECT_WITH_FALLBACK = 60
 HELDOUT2_CORRECT_WITH_FALLBACK = 94
 HELDOUT3_CORRECT_WITH_FALLBACK = 102
-HELDOUT4_CORRECT_WITH_FALLBACK = 90
-HELDOUT5_CORRECT_WITH_FALLBACK = 95
-HELDOUT6_CORRECT_WITH_FALLBACK = 96
+HELDOUT4_CORRECT_WITH_FALLBACK = 92
+HELDOUT5_CORRECT_WITH_FALLBACK = 96
+HELDOUT6_CORRECT_WITH_FALLBACK = 99
+HELDOUT7_CORRECT_WITH_FALLBACK = 79
 
-# Leave-one-split-out cross-validation of the fallback (round 6), over the six splits that existed when its settings
-# were chosen: for each split, the fallback trained on the other five (and the corpus), rules + fallback with the
-# chosen settings classify it. Exact counts (rules alone, hybrid).
-CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 60), "heldout2": (93, 94), "heldout3": (102, 102),
-              "heldout4": (78, 87), "heldout5": (80, 87)}
-CHOSEN_FALLBACK = FallbackSettings(C=100.0, threshold=0.5, with_corpus=True)
+# Leave-one-split-out cross-validation of the fallback (round 7), over the seven splits that existed when its
+# settings were chosen: for each split, the fallback trained on the other six (and the corpus), the round-7 rules +
+# fallback with the chosen settings classify it. Exact counts (rules alone, hybrid). Round 6 chose its settings the
+# same way over the first six splits: C 100, with the corpus, threshold 0.5, no refining.
+CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 60), "heldout2": (93, 93), "heldout3": (102, 102),
+              "heldout4": (78, 88), "heldout5": (82, 91), "heldout6": (81, 94)}
+CHOSEN_FALLBACK = FallbackSettings(C=100.0, threshold=0.4, with_corpus=True, refine=0.9)
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -84,11 +87,12 @@ HELDOUT4_CORRECT_MEASURED = 78
 HELDOUT5_SIZE = 100
 HELDOUT5_SHA256 = "b03f34799b33b7b3f1771465425b0f4bf9f50a233ee697c7be399808f7303a44"
 # heldout5 measured once (merge commit 0704dce: the set committed, the rules and the fallback of the fallback branch
-# untouched): the rules alone 80 of 100 (asserted below, the rules are unchanged since), the classifier as shipped
+# untouched): the rules alone 80 of 100, the classifier as shipped
 # then (rules + the round-5 nearest-neighbour fallback) 83 of 100. Round 6 replaced that fallback while looking at
 # heldout5's results, so heldout5 no longer measures the fallback blind: its hybrid count (87, the regression trained
 # without heldout5) is the cross-validation row below, not an estimate.
-HELDOUT5_RULES_CORRECT_MEASURED = 80
+# Round 7's rules, written looking at all 700 messages, get 82 (m513 exit code 137, m560 a glog FATAL line).
+HELDOUT5_RULES_CORRECT_AFTER_ROUND7 = 82
 
 # The sixth held-out set (branch heldout6): messages from threads none of the other splits used, collected and
 # hand-labelled blind while the classifier (rules + learned fallback) was improved on the first 600 messages;
@@ -98,17 +102,24 @@ HELDOUT6_SHA256 = "d80bb68edb2f820fa1403f4d793df5365e3a41a8eb2dc2a1f094073a4a9e0
 # heldout6 measured once (after commit 425b6ae fixed the round-6 model, merge commit 09f5ce3 brought the set): the
 # rules alone 79 of 100; the classifier as shipped (rules + the regression fallback with the chosen settings, trained
 # on the 600 earlier messages and the corpus, as it was before heldout6 existed) 89 of 100; the fallback decided 11,
-# 10 right. Asserted exactly; since then the default fallback also learns from heldout6.
-HELDOUT6_RULES_CORRECT_MEASURED = 79
-HELDOUT6_HYBRID_CORRECT_MEASURED = 89
+# 10 right (history: round 7 then changed the rules and the settings looking at all 700 messages, heldout6's
+# misses among them). The round-7 rules get 81 (m649 exit code 137, m693 a TensorFlow FATAL line), and the
+# round-7 classifier with a fallback that never saw heldout6 gets 94, the cross-validation row above.
+HELDOUT6_RULES_CORRECT_AFTER_ROUND7 = 81
 HELDOUT_TARGET = 0.90
 
 # The seventh held-out set (branch heldout7): messages from threads none of the other splits used, collected and
 # hand-labelled blind while the classifier was improved on the first 700 messages; committed before the classifier
-# first sees it, and left out of the default fallback's training and of every evaluation here (NOT_YET_MEASURED)
-# until its one measurement after the model is final (README, "heldout7").
+# first sees it, and left out of the default fallback's training and of every evaluation (NOT_YET_MEASURED) until
+# its one measurement (README, "heldout7").
 HELDOUT7_SIZE = 80
 HELDOUT7_SHA256 = "461c2bd7d9616ecd52c8d6b408629cb475f885cad146b5ac97001f638e73abce"
+# heldout7 measured once (after commit 98b2778 fixed the round-7 rules, model and settings, merge commit fb89c25
+# brought the set): the rules alone 66 of 80; the classifier as shipped (rules + the fallback with the chosen
+# settings, trained on the 700 earlier messages and the corpus) 71 of 80 (88.75%); the fallback guessed 10, 5 right,
+# and refined no generic rule. Asserted exactly; since then the default fallback also learns from heldout7.
+HELDOUT7_RULES_CORRECT_MEASURED = 66
+HELDOUT7_HYBRID_CORRECT_MEASURED = 71
 
 
 @pytest.fixture(scope="module")
@@ -256,8 +267,9 @@ def test_tuning_half_is_classified_right(messages):
     ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4, HELDOUT2_CORRECT_WITH_FALLBACK),
     ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4, HELDOUT3_CORRECT_WITH_FALLBACK),
     ("heldout4", HELDOUT4_SIZE, HELDOUT4_CORRECT_MEASURED, HELDOUT4_CORRECT_WITH_FALLBACK),
-    ("heldout5", HELDOUT5_SIZE, HELDOUT5_RULES_CORRECT_MEASURED, HELDOUT5_CORRECT_WITH_FALLBACK),
-    ("heldout6", HELDOUT6_SIZE, HELDOUT6_RULES_CORRECT_MEASURED, HELDOUT6_CORRECT_WITH_FALLBACK)])
+    ("heldout5", HELDOUT5_SIZE, HELDOUT5_RULES_CORRECT_AFTER_ROUND7, HELDOUT5_CORRECT_WITH_FALLBACK),
+    ("heldout6", HELDOUT6_SIZE, HELDOUT6_RULES_CORRECT_AFTER_ROUND7, HELDOUT6_CORRECT_WITH_FALLBACK),
+    ("heldout7", HELDOUT7_SIZE, HELDOUT7_RULES_CORRECT_MEASURED, HELDOUT7_CORRECT_WITH_FALLBACK)])
 def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, rules_correct,
                                                                      correct):
     ev = evaluate_classifier(messages[messages["split"] == split])
@@ -299,80 +311,89 @@ def test_heldout4_accuracy_meets_target(messages):
 
 
 def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
-    # the settings were chosen on the six splits that existed then (heldout6 came after, to measure the choice)
-    messages = messages[messages["split"] != "heldout6"]
+    # the settings were chosen on the seven splits that existed then (heldout7 came after, to measure the choice)
+    messages = messages[messages["split"] != "heldout7"]
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
     # the settings are chosen by the cross-validation alone, among those that keep every corpus log right
     assert choose_fallback_settings(cv, keeps_corpus) == CHOSEN_FALLBACK == FallbackSettings()
     chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
-                & (cv["threshold"] == CHOSEN_FALLBACK.threshold)].set_index("split")
+                & (cv["threshold"] == CHOSEN_FALLBACK.threshold) & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
     with capsys.disabled():
-        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other five splits "
+        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other six splits "
               f"({CHOSEN_FALLBACK}):")
         print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct",
-                      "model_correct"]].to_string())
+                      "refined", "refined_correct", "model_correct"]].to_string())
     assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
     assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [12, 9]
-    # the model alone, rules ignored, names the reason of 89.4% of a split's messages on average
-    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.8937, abs=5e-5)
-    # the cross-validation alone would pick a lower threshold; it guesses on the corpus's unattributable logs
-    assert choose_fallback_settings(cv).threshold < CHOSEN_FALLBACK.threshold
-    assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.3)]
-    assert keeps_corpus[(CHOSEN_FALLBACK.C, True, CHOSEN_FALLBACK.threshold)]
+    # refining the generic rules: five refinements over the seven splits, four of them right
+    assert chosen[["refined", "refined_correct"]].sum().tolist() == [5, 4]
+    never = cv[(cv["C"] == CHOSEN_FALLBACK.C) & cv["with_corpus"] & (cv["threshold"] == CHOSEN_FALLBACK.threshold)
+               & (cv["refine"] == math.inf)].set_index("split")
+    assert (chosen["hybrid_correct"] - never["hybrid_correct"]).sum() == 3
+    # the model alone, rules ignored, names the reason of 91.6% of a split's messages on average
+    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.9156, abs=5e-5)
+    # a lower threshold would guess on the corpus's unattributable logs
+    assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.3, CHOSEN_FALLBACK.refine)]
+    assert keeps_corpus[(CHOSEN_FALLBACK.C, True, CHOSEN_FALLBACK.threshold, CHOSEN_FALLBACK.refine)]
 
 
 @pytest.fixture(scope="module")
-def heldout6_blind(messages):
-    """heldout6 classified as it was measured: rules alone, and rules + a fallback that never saw heldout6."""
-    part = messages[messages["split"] == "heldout6"]
-    before = train_fallback(messages[messages["split"] != "heldout6"], CHOSEN_FALLBACK)
+def heldout7_blind(messages):
+    """heldout7 classified as it was measured: rules alone, and rules + a fallback that never saw heldout7."""
+    part = messages[messages["split"] == "heldout7"]
+    before = train_fallback(messages[messages["split"] != "heldout7"], CHOSEN_FALLBACK)
     return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
 
 
-def test_heldout5_rules_alone_as_measured_once(messages):
-    rules_alone = evaluate_classifier(messages[messages["split"] == "heldout5"], fallback=False)
-    assert len(rules_alone.results) == HELDOUT5_SIZE
-    assert int(rules_alone.results["correct"].sum()) == HELDOUT5_RULES_CORRECT_MEASURED
-
-
-def test_heldout6_measured_once_rules_and_fallback(heldout6_blind, capsys):
-    rules_alone, hybrid = heldout6_blind
+def test_heldout7_measured_once_rules_and_fallback(heldout7_blind, capsys):
+    rules_alone, hybrid = heldout7_blind
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout6 (new threads, labelled blind, evaluated once after round 6): "
+        print(f"\nreal user-posted failure messages, heldout7 (new threads, labelled blind, evaluated once after round 7): "
               f"rules alone {rules_alone.results['correct'].sum()} of {len(rules_alone.results)}, rules + fallback "
               f"{hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); confusion table of the hybrid (non-zero columns):")
         print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
         print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
-    assert len(hybrid.results) == HELDOUT6_SIZE
-    assert int(rules_alone.results["correct"].sum()) == HELDOUT6_RULES_CORRECT_MEASURED
-    assert int(hybrid.results["correct"].sum()) == HELDOUT6_HYBRID_CORRECT_MEASURED
-    guessed = hybrid.results[hybrid.results["rule_id"] == FALLBACK_RULE_ID]
-    assert (len(guessed), int(guessed["correct"].sum())) == (11, 10)
+    assert len(hybrid.results) == HELDOUT7_SIZE
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT7_RULES_CORRECT_MEASURED
+    assert int(hybrid.results["correct"].sum()) == HELDOUT7_HYBRID_CORRECT_MEASURED
+    guessed = hybrid.results[(hybrid.results["rule_id"] == FALLBACK_RULE_ID) & hybrid.results["refined_rule"].isna()]
+    assert (len(guessed), int(guessed["correct"].sum())) == (10, 5)
+    assert hybrid.results["refined_rule"].isna().all()
 
 
-@pytest.mark.xfail(strict=True, reason="heldout6 accuracy of the classifier as shipped (rules + fallback), measured once, "
-                                       "is 89.0% (89/100), below the 0.90 target (data/failure_messages/README.md, 'heldout6')")
-def test_heldout6_accuracy_meets_target(heldout6_blind):
-    assert heldout6_blind[1].accuracy >= HELDOUT_TARGET
+@pytest.mark.xfail(strict=True, reason="heldout7 accuracy of the classifier as shipped (round 7: rules + fallback), measured "
+                                       "once, is 88.75% (71/80), below the 0.90 target (data/failure_messages/README.md, 'heldout7')")
+def test_heldout7_accuracy_meets_target(heldout7_blind):
+    assert heldout7_blind[1].accuracy >= HELDOUT_TARGET
 
 
-def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, heldout6_blind, capsys):
-    # heldout5 and heldout6 were labelled again by a second annotator who saw neither the first labels nor the
-    # classifier (README, "A second annotator"): the 90% target sits well below how often two humans agree
+def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, heldout7_blind, capsys):
+    # heldout5, heldout6 and heldout7 were labelled again by a second annotator who saw neither the first labels nor
+    # the classifier (README, "A second annotator"): the 90% target sits below how often two humans agree
     second = load_second_labels(messages=messages)
-    assert len(second) == 200 and set(second["id"]) == set(messages.loc[messages["split"].isin(["heldout5", "heldout6"]), "id"])
-    _, hybrid = heldout6_blind
-    predicted = pd.Series(list(hybrid.results["predicted"]), index=hybrid.results["id"])
+    doubly = ["heldout5", "heldout6", "heldout7"]
+    assert len(second) == 280 and set(second["id"]) == set(messages.loc[messages["split"].isin(doubly), "id"])
+    # the classifier on heldout6 with a fallback that never saw it (round 7's rules were written looking at it),
+    # and heldout7's blind measurement
+    part = messages[messages["split"] == "heldout6"]
+    out_of_fold = evaluate_classifier(part, fallback=train_fallback(messages[messages["split"] != "heldout6"])).results
+    blind = heldout7_blind[1].results
+    predicted = pd.concat([pd.Series(list(r["predicted"]), index=r["id"]) for r in (out_of_fold, blind)])
     table = annotator_agreement(messages, second, predicted)
     with capsys.disabled():
-        print("\nsecond annotator on heldout5 and heldout6 (classifier: heldout6's blind measurement):")
+        print("\nsecond annotator on heldout5-7 (classifier: heldout6 out of fold for the fallback, heldout7 blind):")
         print(table.round(3).to_string())
     assert table.loc["heldout5", ["messages", "agree", "second_unsure"]].tolist() == [100, 96, 8]
     assert table.loc["heldout6", ["messages", "agree", "second_unsure"]].tolist() == [100, 99, 10]
+    assert table.loc["heldout7", ["messages", "agree", "second_unsure"]].tolist() == [80, 78, 13]
     assert table.loc["heldout6", "kappa"] == pytest.approx(0.989, abs=1e-3)
+    assert table.loc["heldout7", "kappa"] == pytest.approx(0.973, abs=1e-3)
     assert table.loc["heldout6", ["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].tolist() == [
-        89, 89, 89]
+        94, 94, 94]
+    # heldout7, blind: 71 of 80 by the first labels, 73 by the second's, 71 of the 78 both agree on (91.0%)
+    assert table.loc["heldout7", ["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].tolist() == [
+        71, 73, 71]
     assert table.loc["heldout5", ["classifier_vs_first", "classifier_on_agreed"]].isna().all()  # not classified here
 
 
