@@ -32,12 +32,12 @@ FALLBACK_RULE_ID = "fallback:learned"
 @dataclass(frozen=True)
 class FallbackSettings:
     """The fallback's model settings; the defaults were chosen by leave-one-split-out cross-validation
-    over the labelled splits (data/failure_messages/README.md, "Round 6: a regression fallback", "Round 7")."""
+    over the labelled splits (data/failure_messages/README.md, "Round 6: a regression fallback", "Round 7", "Round 8")."""
 
-    C: float = 100.0  # inverse strength of the regressions' L2 penalty
-    threshold: float = 0.4  # least probability of the best reason for a guess where no rule fires
+    C: float = 30.0  # inverse strength of the regressions' L2 penalty
+    threshold: float = 0.3  # least probability of the best reason for a guess where no rule fires
     with_corpus: bool = True  # also train on the project's failure-log corpus (data/failure_logs/)
-    refine: float = 0.9  # least probability of another reason to replace a generic rule's (inf: never)
+    refine: float = 0.5  # least probability of another reason to replace a generic rule's (inf: never)
 
 
 @dataclass(frozen=True)
