@@ -253,24 +253,35 @@ def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: Fall
     matches = [rules.classify(text) for text in texts]
     if model is None:
         return matches
-    asked = [i for i, m in enumerate(matches) if m.reason == NO_SIGNATURE or m.rule_id in rules.generic_rules]
+    asked = [i for i, m in enumerate(matches) if _asks_fallback(m, rules)]
     for i, guess in zip(asked, model.guess_many([texts[i] for i in asked])):
         m = matches[i]
-        if m.reason == NO_SIGNATURE:
-            r = rules.reasons[guess.reason] if guess.reason is not None else rules.no_signature
+        reason = _combined_reason(m.reason, True, guess, model.settings.threshold, model.settings.refine)
+        r = rules.reason(reason)
+        if m.reason == NO_SIGNATURE:  # the guess, or no signature still; either way with its evidence
             matches[i] = Match(r.key, r.label, r.category, r.retryable,
-                               FALLBACK_RULE_ID if guess.reason is not None else None, None, None,
+                               FALLBACK_RULE_ID if reason != NO_SIGNATURE else None, None, None,
                                guess.confidence, guess.neighbour)
-        elif _refines(guess, m.reason, model.settings.refine):
-            r = rules.reasons[guess.best]
+        elif reason != m.reason:  # a generic rule refined: its line is kept
             matches[i] = Match(r.key, r.label, r.category, r.retryable, FALLBACK_RULE_ID, m.matched_line,
                                m.line_number, guess.confidence, guess.neighbour, refined_rule=m.rule_id)
     return matches
 
 
-def _refines(guess, rule_reason: str, refine: float) -> bool:
-    """Does a guess replace a generic rule's reason? Only a different reason, at probability ``refine`` or more."""
-    return guess.best != rule_reason and guess.confidence >= refine
+def _asks_fallback(match: Match, rules: RuleSet) -> bool:
+    """Is the fallback asked about a text the rules classified so? Where no rule fired, or a generic one did."""
+    return match.reason == NO_SIGNATURE or match.rule_id in rules.generic_rules
+
+
+def _combined_reason(rule_reason: str, generic: bool, guess, threshold: float, refine: float) -> str:
+    """The reason rules + fallback give a text: where no rule fired, the fallback's best reason at probability
+    ``threshold`` or more, else no signature; where a ``generic`` rule fired, the fallback's best reason if it
+    differs at probability ``refine`` or more; else the rule's reason."""
+    if rule_reason == NO_SIGNATURE:
+        return guess.best if guess.confidence >= threshold else NO_SIGNATURE
+    if generic and guess.best != rule_reason and guess.confidence >= refine:
+        return guess.best
+    return rule_reason
 
 
 def classify(text: str, rules: RuleSet | None = None, fallback: FallbackArg = True) -> Match:
@@ -414,8 +425,9 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     For each split S of ``messages`` (default: all labelled messages), the fallback is trained on the other
     splits only and S is classified with the rules and that fallback. One row per setting and split:
     messages, rules_correct (rules alone), hybrid_correct, fallback_decisions (guesses made where no rule
-    fired), fallback_correct, refined (generic rules' answers replaced), refined_correct, and model_correct (the model's best reason for every message of S, rules ignored: how well it names the
-    reasons of a set it never saw). The rules themselves were written from these splits, so rules_correct is
+    fired), fallback_correct, refined (generic rules' answers replaced), refined_correct, and model_correct
+    (the model's best reason for every message of S, rules ignored: how well it names the reasons of a set it
+    never saw). The rules themselves were written from these splits, so rules_correct is
     in-sample; only the fallback is out of fold.
     """
     from tqdm.auto import tqdm
@@ -432,26 +444,22 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     for C, with_corpus, split in tqdm(fits, desc="fallback cross-validation", unit="fit", disable=not progress):
         held = messages[messages["split"] == split]
         model = train_fallback(messages[messages["split"] != split], FallbackSettings(C, 0.0, with_corpus))
-        guesses = pd.Series(model.guess_many(list(held["text"])), index=held.index)
-        silent = held.index[by_rules[held.index] == NO_SIGNATURE]
-        refinable = held.index[generic[held.index]]
-        model_right = int(sum(g.reason == t for g, t in zip(guesses, held["reason"])))
+        guesses = model.guess_many(list(held["text"]))
+        rule_reasons, truth = by_rules[held.index], held["reason"]
+        silent, refinable = rule_reasons == NO_SIGNATURE, generic[held.index]
+        model_right = int(sum(g.best == t for g, t in zip(guesses, truth)))
         for threshold in grid["threshold"]:
-            after_silent = by_rules[held.index].copy()
-            decided = pd.Series([g.confidence >= threshold for g in guesses[silent]], index=silent, dtype=bool)
-            after_silent[silent] = [g.reason if d else NO_SIGNATURE for g, d in zip(guesses[silent], decided)]
             for refine in grid.get("refine", [math.inf]):
-                predicted = after_silent.copy()
-                refined = pd.Series([_refines(g, by_rules[i], refine) for i, g in zip(refinable, guesses[refinable])],
-                                    index=refinable, dtype=bool)
-                predicted[refined[refined].index] = [g.best for g in guesses[refined[refined].index]]
-                right = predicted == held["reason"]
+                predicted = pd.Series([_combined_reason(r, gen, g, threshold, refine)
+                                       for r, gen, g in zip(rule_reasons, refinable, guesses)], index=held.index)
+                right = predicted == truth
+                decided = silent & (predicted != NO_SIGNATURE)
+                refined = refinable & (predicted != rule_reasons)
                 rows.append({"C": C, "with_corpus": with_corpus, "threshold": threshold, "refine": refine,
-                             "split": split, "messages": len(held),
-                             "rules_correct": int((by_rules[held.index] == held["reason"]).sum()),
+                             "split": split, "messages": len(held), "rules_correct": int((rule_reasons == truth).sum()),
                              "hybrid_correct": int(right.sum()), "fallback_decisions": int(decided.sum()),
-                             "fallback_correct": int(right[silent][decided].sum()), "refined": int(refined.sum()),
-                             "refined_correct": int(right[refinable][refined].sum()), "model_correct": model_right})
+                             "fallback_correct": int((right & decided).sum()), "refined": int(refined.sum()),
+                             "refined_correct": int((right & refined).sum()), "model_correct": model_right})
     return pd.DataFrame(rows)
 
 
@@ -487,7 +495,7 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
     index, texts = _corpus_logs(corpus_dir)
     truth = list(index["true_reason"])
     ruled = [rules.classify(text) for text in texts]
-    asked = [i for i, m in enumerate(ruled) if m.reason == NO_SIGNATURE or m.rule_id in rules.generic_rules]
+    asked = [i for i, m in enumerate(ruled) if _asks_fallback(m, rules)]
     rules_right = all(m.reason == truth[i] for i, m in enumerate(ruled) if i not in asked)
     kept = {}
     for C in grid["C"]:
@@ -496,8 +504,7 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
             guesses = model.guess_many([texts[i] for i in asked])
             for threshold in grid["threshold"]:
                 for refine in grid.get("refine", [math.inf]):
-                    right = [((g.reason if g.confidence >= threshold else NO_SIGNATURE) if ruled[i].reason == NO_SIGNATURE
-                              else g.best if _refines(g, ruled[i].reason, refine) else ruled[i].reason) == truth[i]
+                    right = [_combined_reason(ruled[i].reason, True, g, threshold, refine) == truth[i]
                              for i, g in zip(asked, guesses)]
                     kept[(C, with_corpus, threshold, refine)] = rules_right and all(right)
     return pd.Series(kept, dtype=bool)
