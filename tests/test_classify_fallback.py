@@ -154,6 +154,24 @@ def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_th
     assert choose_fallback_settings(tie) == FallbackSettings(10.0, 0.1, False, math.inf)
 
 
+def test_the_incumbent_settings_are_kept_unless_a_challenger_wins_by_the_margin():
+    def rows(C, threshold, right):
+        return [{"C": C, "with_corpus": True, "threshold": threshold, "refine": math.inf, "split": s, "messages": 10,
+                 "hybrid_correct": r, "model_correct": 5} for s, r in zip("ab", right)]
+    incumbent = FallbackSettings(10.0, 0.1, True, math.inf)
+    challenger = FallbackSettings(30.0, 0.3, True, math.inf)
+    close = pd.DataFrame(rows(10.0, 0.1, [8, 8]) + rows(30.0, 0.3, [9, 9]))  # two messages ahead
+    assert choose_fallback_settings(close) == challenger
+    assert choose_fallback_settings(close, incumbent=incumbent, margin=3) == incumbent
+    assert choose_fallback_settings(close, incumbent=incumbent, margin=2) == challenger
+    clear = pd.DataFrame(rows(10.0, 0.1, [7, 8]) + rows(30.0, 0.3, [9, 9]))  # three ahead
+    assert choose_fallback_settings(clear, incumbent=incumbent, margin=3) == challenger
+    # an incumbent that is not allowed (or not in the grid) is no reason to keep it
+    allowed = pd.Series({(10.0, True, 0.1, math.inf): False, (30.0, True, 0.3, math.inf): True})
+    assert choose_fallback_settings(close, allowed, incumbent=incumbent, margin=3) == challenger
+    assert choose_fallback_settings(close, incumbent=FallbackSettings(100.0, 0.1, True, math.inf)) == challenger
+
+
 # A rule file with a generic rule ("Aborted" says how a job died, not why) behind a specific one, and labelled
 # texts from which a fallback learns that "zeta kernel launch broke" before an abort is a CUDA failure.
 GENERIC_RULES = """\

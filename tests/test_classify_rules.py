@@ -196,6 +196,41 @@ def test_single_signatures(text, reason, rule_id):
     ("ModuleNotFoundError: No module named 'foo'\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
      "import_error"),
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\ntrain.py FAILED", "mpi_runtime_failure"),
+    # round 9, the labelling guide (data/failure_messages/LABELLING.md): a worker's signal decides what its
+    # launcher's report means (SIGABRT a native abort, SIGKILL a failed rank, SIGSEGV a bad pointer)
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 3 terminated with signal SIGABRT", "core_dump"),
+    ("Exception: process 0 terminated with signal SIGKILL", "mpi_runtime_failure"),
+    ("Exception: process 1 terminated with signal SIGSEGV", "invalid_memory_access"),
+    ("exitcode  : -6 (pid: 42)\ntraceback : Signal 6 (SIGABRT) received by PID 42", "core_dump"),
+    # an uncaught exception is named by what it says: a lost peer, a bad pointer, else a native abort (not the
+    # permission its what() line mentions)
+    ("terminate called after throwing an instance of 'std::system_error'\n  what():  Broken pipe", "mpi_runtime_failure"),
+    ("terminate called after throwing an instance of 'c10::Error'\n  what():  invalid device pointer: 0x7f00",
+     "invalid_memory_access"),
+    ("terminate called after throwing an instance of 'std::system_error'\n  what():  Operation not permitted",
+     "core_dump"),
+    ("Assertion failed: n < size, file src/queue.h, line 41", "core_dump"),
+    # NCCL's unhandled CUDA error is a CUDA call failing; its unhandled system error stays the runtime's
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled cuda error, NCCL version 2.7.8", "cuda_failure"),
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8",
+     "mpi_runtime_failure"),
+    # a permission or read-only error on a path that names a model is a failed save; on a cache, or while the
+    # traceback shows a checkpoint being read, a permission error
+    ("PermissionError: [Errno 13] Permission denied: 'output/checkpoint-500'", "model_checkpoint_error"),
+    ("os.makedirs(self.model_dir)\nOSError: [Errno 30] Read-only file system: '/mnt'", "model_checkpoint_error"),
+    ("PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/models--bert'", "permission_error"),
+    ("  File \"net.py\", line 3, in load_from_ckpt\n    with open(path, 'r') as f:\n"
+     "PermissionError: [Errno 13] Permission denied: './ckpt/checkpoint'", "permission_error"),
+    ("OSError: [Errno 30] Read-only file system: '/logs'", "permission_error"),
+    # an ECC error in any wording; a count of none is no error
+    ("The job failed due to an ECC error on GPU 3", "gpu_ecc_error"),
+    ("No ECC errors found on GPU 0", NO_SIGNATURE),
+    # a device named in a bad_alloc makes it device memory; CUDA error code 35 by number; a guarded import
+    ("MemoryError: std::bad_alloc: out_of_memory: CUDA error at: rmm/mr/device/cuda_memory_resource.hpp",
+     "gpu_out_of_memory"),
+    ("RuntimeError: CUDA error calling cudaGetDeviceCount, code is 35", "cuda_version_mismatch"),
+    ("NameError: name 'apex' is not defined", "import_error"),
+    ("NameError: name 'model' is not defined", NO_SIGNATURE),
 ])
 def test_precedence_between_signatures(text, reason):
     # the rules alone: where they leave a near-miss without signature, the learned fallback may still guess

@@ -6,9 +6,10 @@ round 3 tuned on the first three splits and heldout3 measured it once (79.4%); r
 so every rules-only count below is in-sample: a regression count, no estimate of accuracy on unseen messages (see
 data/failure_messages/README.md, "Round 4"). Round 5 added a learned fallback where no rule fires; round 6 made it
 a regression, trained on every labelled message: the default classifier's counts are in-sample too; round 7 let it
-refine generic rules and added two rule families, looking at all 700 messages, and round 8 added three more, looking
-at all 780; its out-of-fold figures are the leave-one-split-out counts and heldout8's one blind measurement, asserted
-at the end (README, "Round 7", "Round 8", "heldout8").
+refine generic rules and added two rule families, looking at all 700 messages, round 8 added three more, looking
+at all 780, and round 9 wrote the labelling guide (data/failure_messages/LABELLING.md) and the rules that follow it,
+looking at all 945; its out-of-fold figures are the leave-one-split-out counts, asserted at the end (README, "Round 7",
+"Round 8", "Round 9").
 """
 
 import hashlib
@@ -26,34 +27,27 @@ from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, a
                                          load_second_labels, measured_messages, train_fallback)
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
-# History: messages classified right by the rules alone after tuning round 4, which tuned on all four splits
-# (in-sample). The held-out numbers measured once before they were tuned on (heldout: 50 then 53 of 61; heldout2:
-# 64 of 95; heldout3: 81 of 102) are kept in the README. The misses left: heldout m074, heldout2 m214 and m221.
-TUNING_CORRECT_AFTER_ROUND4 = 145
-HELDOUT_CORRECT_AFTER_ROUND4 = 60
-HELDOUT2_CORRECT_AFTER_ROUND4 = 93
-HELDOUT3_CORRECT_AFTER_ROUND4 = 102
+# Messages classified right by the round-9 rules alone, and by the default classifier (the round-9 rules + the
+# regression fallback refining generic rules, trained on every labelled message and the corpus logs). The rules were
+# written looking at every split, and the fallback learns from every split: in-sample regression counts, no estimate
+# (README, "Round 9"). The misses of the rules are mostly wordings no rule knows, which the fallback guesses, and the
+# labels the labelling guide would give otherwise (LABELLING.md, "The disputes this guide settles").
+# History, the rules' blind figures before they were tuned on: heldout 50 then 53 of 61, heldout2 64 of 95, heldout3
+# 81 of 102, heldout4 78 of 97, heldout5 80 of 100, heldout6 79 of 100, heldout7 66 of 80, heldout8 121 of 165 (README).
+RULES_CORRECT = {"tuning": 145, "heldout": 61, "heldout2": 93, "heldout3": 102, "heldout4": 81, "heldout5": 84,
+                 "heldout6": 83, "heldout7": 72, "heldout8": 136}
+CORRECT_WITH_FALLBACK = {"tuning": 145, "heldout": 61, "heldout2": 94, "heldout3": 102, "heldout4": 95,
+                         "heldout5": 97, "heldout6": 98, "heldout7": 79, "heldout8": 161}
 
-# The default classifier since round 8: the round-8 rules + the regression fallback (refining generic rules),
-# trained on every labelled message and the corpus logs, so these counts are in-sample regression counts
-# (README, "Round 6: a regression fallback", "Round 7", "Round 8").
-TUNING_CORRECT_WITH_FALLBACK = 145
-HELDOUT_CORRECT_WITH_FALLBACK = 60
-HELDOUT2_CORRECT_WITH_FALLBACK = 94
-HELDOUT3_CORRECT_WITH_FALLBACK = 102
-HELDOUT4_CORRECT_WITH_FALLBACK = 92
-HELDOUT5_CORRECT_WITH_FALLBACK = 96
-HELDOUT6_CORRECT_WITH_FALLBACK = 99
-HELDOUT7_CORRECT_WITH_FALLBACK = 79
-HELDOUT8_CORRECT_WITH_FALLBACK = 161
-
-# Leave-one-split-out cross-validation of the fallback (round 8), over the eight splits that existed when its
-# settings were chosen: for each split, the fallback trained on the other seven (and the corpus), the round-8 rules +
-# fallback with the chosen settings classify it. Exact counts (rules alone, hybrid). Rounds 6 and 7 chose their
-# settings the same way over the first six and seven splits: C 100, with the corpus, threshold 0.5 and no refining
-# (round 6); C 100, threshold 0.4, refine 0.9 (round 7).
-CV_CORRECT = {"tuning": (145, 145), "heldout": (60, 60), "heldout2": (93, 93), "heldout3": (102, 102),
-              "heldout4": (78, 88), "heldout5": (82, 91), "heldout6": (81, 94), "heldout7": (69, 75)}
+# Leave-one-split-out cross-validation of the fallback (round 9), over the nine splits that existed when its
+# settings were chosen: for each split, the fallback trained on the other eight (and the corpus), the round-9 rules +
+# fallback with the chosen settings classify it. Exact counts (rules alone, hybrid). Earlier rounds chose their
+# settings the same way over the splits of their time: C 100, with the corpus, threshold 0.5 and no refining (round
+# 6); C 100, threshold 0.4, refine 0.9 (round 7); C 30, threshold 0.3, refine 0.5 (round 8, by one message). Since
+# round 9 the settings in use are kept unless another setting gets INCUMBENT_MARGIN messages more right.
+CV_CORRECT = {"tuning": (145, 145), "heldout": (61, 61), "heldout2": (93, 94), "heldout3": (102, 102),
+              "heldout4": (81, 92), "heldout5": (84, 93), "heldout6": (83, 96), "heldout7": (72, 77),
+              "heldout8": (136, 158)}
 CHOSEN_FALLBACK = FallbackSettings(C=30.0, threshold=0.3, with_corpus=True, refine=0.5)
 
 
@@ -80,10 +74,8 @@ HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3 = 81
 # hand-labelled blind while tuning round 4 used all earlier splits; committed before the classifier first sees it.
 HELDOUT4_SIZE = 97
 HELDOUT4_SHA256 = "cf43dba04d5f867ce4aa5faade78f9d6d34e1fbc9122174ccab312dd4a5d3ab1"
-# heldout4 measured once (merge commit 590ae53: the set committed, the round-4 rules of 1de5dfa untouched), the
-# blind estimate of the current rules. Asserted exactly: a rule change that moves it must be noticed, and then the
-# set has been seen (README, "heldout4").
-HELDOUT4_CORRECT_MEASURED = 78
+# History: heldout4 measured the round-4 rules once (merge commit 590ae53), 78 of 97; round 9's rules were written
+# looking at it (README, "heldout4").
 
 # The fifth held-out set (branch heldout5): messages from threads none of the other splits used, collected and
 # hand-labelled blind; committed before the classifier first sees it (README, "heldout5").
@@ -94,8 +86,7 @@ HELDOUT5_SHA256 = "b03f34799b33b7b3f1771465425b0f4bf9f50a233ee697c7be399808f7303
 # then (rules + the round-5 nearest-neighbour fallback) 83 of 100. Round 6 replaced that fallback while looking at
 # heldout5's results, so heldout5 no longer measures the fallback blind: its hybrid count (87, the regression trained
 # without heldout5) is the cross-validation row below, not an estimate.
-# Round 7's rules, written looking at all 700 messages, get 82 (m513 exit code 137, m560 a glog FATAL line).
-HELDOUT5_RULES_CORRECT_AFTER_ROUND7 = 82
+# Round 7's rules, written looking at all 700 messages, got 82 (m513 exit code 137, m560 a glog FATAL line).
 
 # The sixth held-out set (branch heldout6): messages from threads none of the other splits used, collected and
 # hand-labelled blind while the classifier (rules + learned fallback) was improved on the first 600 messages;
@@ -107,8 +98,7 @@ HELDOUT6_SHA256 = "d80bb68edb2f820fa1403f4d793df5365e3a41a8eb2dc2a1f094073a4a9e0
 # on the 600 earlier messages and the corpus, as it was before heldout6 existed) 89 of 100; the fallback decided 11,
 # 10 right (history: round 7 then changed the rules and the settings looking at all 700 messages, heldout6's
 # misses among them). The round-7 rules get 81 (m649 exit code 137, m693 a TensorFlow FATAL line), and the
-# round-7 classifier with a fallback that never saw heldout6 gets 94, the cross-validation row above.
-HELDOUT6_RULES_CORRECT_AFTER_ROUND7 = 81
+# round-7 classifier with a fallback that never saw heldout6 got 94.
 HELDOUT_TARGET = 0.90
 
 # The seventh held-out set (branch heldout7): messages from threads none of the other splits used, collected and
@@ -121,8 +111,7 @@ HELDOUT7_SHA256 = "461c2bd7d9616ecd52c8d6b408629cb475f885cad146b5ac97001f638e73a
 # brought the set): the rules alone 66 of 80; the classifier as shipped (rules + the fallback with the chosen
 # settings, trained on the 700 earlier messages and the corpus) 71 of 80 (88.75%); the fallback guessed 10, 5 right,
 # and refined no generic rule (history: round 8 then added rules and re-chose the settings looking at all 780; the
-# round-8 rules get 69: m750, m753, m755; the round-8 classifier with a fallback that never saw heldout7 gets 75).
-HELDOUT7_RULES_CORRECT_AFTER_ROUND8 = 69
+# round-8 rules got 69: m750, m753, m755; the round-8 classifier with a fallback that never saw heldout7 got 75).
 
 # The eighth held-out set: 165 messages from threads none of the other splits used, collected and hand-labelled blind
 # in two halves by reason (m781-m861, m901-m984) while round 8 was built on the first 780 (README, "heldout8").
@@ -131,9 +120,8 @@ HELDOUT8_SHA256 = "76a99ea1e6512207b8ab2429edea60de16d8a14e10196a712b462a96ef950
 # heldout8 measured once (after commit ecfb240 fixed the round-8 rules, model and settings, commit 77d067c brought the
 # set with heldout8 in NOT_YET_MEASURED): the rules alone 121 of 165; the classifier as shipped (rules + the fallback
 # trained on the 780 earlier messages and the corpus) 146 of 165 (88.5%); the fallback guessed 34, 27 right, and
-# refined 2 generic-rule answers, both wrongly. Asserted exactly; since then the default fallback also learns from it.
-HELDOUT8_RULES_CORRECT_MEASURED = 121
-HELDOUT8_HYBRID_CORRECT_MEASURED = 146
+# refined 2 generic-rule answers, both wrongly. Round 9 then wrote the labelling guide and its rules looking at all
+# 945 messages, heldout8's misses among them (README, "Round 9"), so heldout8 is seen now.
 
 
 @pytest.fixture(scope="module")
@@ -272,22 +260,16 @@ def test_tuning_half_is_classified_right(messages):
     ev = evaluate_classifier(messages[messages["split"] == "tuning"])
     wrong = ev.results[~ev.results["correct"]]
     assert wrong.empty, wrong.to_string()
-    assert len(ev.results) == TUNING_CORRECT_WITH_FALLBACK
+    assert len(ev.results) == CORRECT_WITH_FALLBACK["tuning"]
     assert int(evaluate_classifier(messages[messages["split"] == "tuning"], fallback=False).results["correct"].sum()) == (
-        TUNING_CORRECT_AFTER_ROUND4)
+        RULES_CORRECT["tuning"])
 
 
-@pytest.mark.parametrize("split, size, rules_correct, correct", [
-    ("heldout", HELDOUT_SIZE, HELDOUT_CORRECT_AFTER_ROUND4, HELDOUT_CORRECT_WITH_FALLBACK),
-    ("heldout2", HELDOUT2_SIZE, HELDOUT2_CORRECT_AFTER_ROUND4, HELDOUT2_CORRECT_WITH_FALLBACK),
-    ("heldout3", HELDOUT3_SIZE, HELDOUT3_CORRECT_AFTER_ROUND4, HELDOUT3_CORRECT_WITH_FALLBACK),
-    ("heldout4", HELDOUT4_SIZE, HELDOUT4_CORRECT_MEASURED, HELDOUT4_CORRECT_WITH_FALLBACK),
-    ("heldout5", HELDOUT5_SIZE, HELDOUT5_RULES_CORRECT_AFTER_ROUND7, HELDOUT5_CORRECT_WITH_FALLBACK),
-    ("heldout6", HELDOUT6_SIZE, HELDOUT6_RULES_CORRECT_AFTER_ROUND7, HELDOUT6_CORRECT_WITH_FALLBACK),
-    ("heldout7", HELDOUT7_SIZE, HELDOUT7_RULES_CORRECT_AFTER_ROUND8, HELDOUT7_CORRECT_WITH_FALLBACK),
-    ("heldout8", HELDOUT8_SIZE, HELDOUT8_RULES_CORRECT_MEASURED, HELDOUT8_CORRECT_WITH_FALLBACK)])
-def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size, rules_correct,
-                                                                     correct):
+@pytest.mark.parametrize("split, size", [
+    ("heldout", HELDOUT_SIZE), ("heldout2", HELDOUT2_SIZE), ("heldout3", HELDOUT3_SIZE), ("heldout4", HELDOUT4_SIZE),
+    ("heldout5", HELDOUT5_SIZE), ("heldout6", HELDOUT6_SIZE), ("heldout7", HELDOUT7_SIZE), ("heldout8", HELDOUT8_SIZE)])
+def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size):
+    rules_correct, correct = RULES_CORRECT[split], CORRECT_WITH_FALLBACK[split]
     ev = evaluate_classifier(messages[messages["split"] == split])
     n, right = len(ev.results), int(ev.results["correct"].sum())
     blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
@@ -307,83 +289,35 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
 
 
 
-def test_heldout4_measured_once_confusion_table(messages, capsys):
-    # the one blind measurement was of the rules alone (before round 5 added the fallback)
-    ev = evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False)
-    n, right = len(ev.results), int(ev.results["correct"].sum())
-    with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout4 (new threads, labelled blind, evaluated once after round 4): "
-              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
-        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
-    assert n == HELDOUT4_SIZE
-    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
-    assert right == HELDOUT4_CORRECT_MEASURED
-
-
-@pytest.mark.xfail(strict=True, reason="heldout4 accuracy measured once after tuning round 4 is 80.4% (78/97), below "
-                                       "the 0.90 target (data/failure_messages/README.md, 'heldout4')")
-def test_heldout4_accuracy_meets_target(messages):
-    assert evaluate_classifier(messages[messages["split"] == "heldout4"], fallback=False).accuracy >= HELDOUT_TARGET
-
-
 def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
-    # the settings were chosen on the eight splits that existed then (heldout8 came after, to measure the choice)
-    messages = messages[messages["split"] != "heldout8"]
+    # the settings were chosen on the nine splits that existed then
+    messages = messages[messages["split"].isin(list(CV_CORRECT))]
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
-    # the settings are chosen by the cross-validation alone, among those that keep every corpus log right
-    assert choose_fallback_settings(cv, keeps_corpus) == CHOSEN_FALLBACK == FallbackSettings()
+    # the settings are chosen by the cross-validation alone, among those that keep every corpus log right: round 8's
+    # are kept, since the best (round 7's, 920 of 945 right) beats them (918) by fewer than INCUMBENT_MARGIN messages
+    assert choose_fallback_settings(cv, keeps_corpus, incumbent=CHOSEN_FALLBACK) == CHOSEN_FALLBACK == FallbackSettings()
+    assert choose_fallback_settings(cv, keeps_corpus, margin=0) == FallbackSettings(100.0, 0.4, True, 0.9)
     chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
                 & (cv["threshold"] == CHOSEN_FALLBACK.threshold) & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
     with capsys.disabled():
-        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other seven splits "
+        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other eight splits "
               f"({CHOSEN_FALLBACK}):")
         print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct",
                       "refined", "refined_correct", "model_correct"]].to_string())
     assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
-    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [12, 9]
-    # refining the generic rules: six refinements over the eight splits, five of them right
-    assert chosen[["refined", "refined_correct"]].sum().tolist() == [6, 5]
+    assert chosen["hybrid_correct"].sum() == 918
+    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [12, 10]
+    # refining the generic rules: six refinements over the nine splits, four of them right
+    assert chosen[["refined", "refined_correct"]].sum().tolist() == [6, 4]
     never = cv[(cv["C"] == CHOSEN_FALLBACK.C) & cv["with_corpus"] & (cv["threshold"] == CHOSEN_FALLBACK.threshold)
                & (cv["refine"] == math.inf)].set_index("split")
-    assert (chosen["hybrid_correct"] - never["hybrid_correct"]).sum() == 4
-    # the model alone, rules ignored, names the reason of 91.1% of a split's messages on average
-    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.9114, abs=5e-5)
+    assert (chosen["hybrid_correct"] - never["hybrid_correct"]).sum() == 2
+    # the model alone, rules ignored, names the reason of 91.0% of a split's messages on average
+    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.9100, abs=5e-5)
     # a lower threshold would guess on the corpus's unattributable logs
     assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.2, CHOSEN_FALLBACK.refine)]
     assert keeps_corpus[(CHOSEN_FALLBACK.C, True, CHOSEN_FALLBACK.threshold, CHOSEN_FALLBACK.refine)]
-
-
-@pytest.fixture(scope="module")
-def heldout8_blind(messages):
-    """heldout8 classified as it was measured: rules alone, and rules + a fallback that never saw heldout8."""
-    part = messages[messages["split"] == "heldout8"]
-    before = train_fallback(messages[messages["split"] != "heldout8"], CHOSEN_FALLBACK)
-    return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
-
-
-def test_heldout8_measured_once_rules_and_fallback(heldout8_blind, capsys):
-    rules_alone, hybrid = heldout8_blind
-    with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout8 (new threads, labelled blind, evaluated once after round 8): "
-              f"rules alone {rules_alone.results['correct'].sum()} of {len(rules_alone.results)}, rules + fallback "
-              f"{hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); confusion table of the hybrid (non-zero columns):")
-        print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
-        print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
-    assert len(hybrid.results) == HELDOUT8_SIZE
-    assert int(rules_alone.results["correct"].sum()) == HELDOUT8_RULES_CORRECT_MEASURED
-    assert int(hybrid.results["correct"].sum()) == HELDOUT8_HYBRID_CORRECT_MEASURED
-    results = hybrid.results
-    guessed = results[(results["rule_id"] == FALLBACK_RULE_ID) & results["refined_rule"].isna()]
-    refined = results[results["refined_rule"].notna()]
-    assert (len(guessed), int(guessed["correct"].sum())) == (34, 27)
-    assert (len(refined), int(refined["correct"].sum())) == (2, 0)
-
-
-@pytest.mark.xfail(strict=True, reason="heldout8 accuracy of the classifier as shipped (round 8: rules + fallback), measured "
-                                       "once, is 88.5% (146/165), below the 0.90 target (data/failure_messages/README.md, 'heldout8')")
-def test_heldout8_accuracy_meets_target(heldout8_blind):
-    assert heldout8_blind[1].accuracy >= HELDOUT_TARGET
 
 
 def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, capsys):
@@ -392,7 +326,7 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
     second = load_second_labels(messages=messages)
     doubly = ["heldout5", "heldout6", "heldout7", "heldout8"]
     assert len(second) == 445 and set(second["id"]) == set(messages.loc[messages["split"].isin(doubly), "id"])
-    # the classifier on each set with a fallback that never saw it: on heldout8 its blind measurement
+    # the classifier on each set with a fallback that never saw it (the round-9 rules were written looking at all)
     predicted = []
     for split in doubly:
         part = messages[messages["split"] == split]
@@ -400,7 +334,7 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
         predicted.append(pd.Series(list(results["predicted"]), index=results["id"]))
     table = annotator_agreement(messages, second, pd.concat(predicted))
     with capsys.disabled():
-        print("\nsecond annotator on heldout5-8 (classifier: the fallback out of fold; heldout8 blind):")
+        print("\nsecond annotator on heldout5-8 (classifier: the fallback out of fold; the rules saw every set):")
         print(table.round(3).to_string())
     assert table[["messages", "agree", "second_unsure"]].to_dict("index") == {
         "heldout5": {"messages": 100, "agree": 96, "second_unsure": 8},
@@ -408,9 +342,9 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
         "heldout7": {"messages": 80, "agree": 78, "second_unsure": 13},
         "heldout8": {"messages": 165, "agree": 161, "second_unsure": 32}}
     assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974]
-    # vs the first labels, vs the second's, on the messages both agree on; heldout8's row is its blind measurement
+    # vs the first labels, vs the second's, on the messages both agree on (blind figures: README, each set's section)
     assert table[["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].astype(int).values.tolist() == [
-        [91, 94, 91], [94, 94, 94], [75, 76, 75], [146, 142, 142]]
+        [93, 94, 92], [96, 96, 96], [77, 77, 76], [158, 154, 154]]
 
 
 def test_agreement_and_second_labels_on_known_answers(tmp_path):
