@@ -259,12 +259,12 @@ def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path)
     ("epoch 3 loss 0.41\nKilled the stale worker and retried", "cpu_out_of_memory", "m308"),
     ("OSError: [Errno 5] Input/output error", "model_checkpoint_error", "m431"),
     ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "job_preempted", "m135"),
-    ("AttributeError: 'NoneType' object has no attribute 'shape'", "semantic_error", "m375"),
+    ("AttributeError: 'NoneType' object has no attribute 'shape'", "semantic_error", "m1185"),
     ("[[Node: save/RestoreV2 = RestoreV2[dtypes=[DT_FLOAT]]]", "model_checkpoint_error", "m935"),
     ("best_val_loss = inf", "model_diverged", "m358"),
     # healthy progress lines before an error no rule knows: the word "loss" pulls the guess to a diverged model
-    # (probability 0.76); the error line alone stays without signature (0.17)
-    ("epoch 1 loss 0.3\nepoch 2 loss 0.2\nValueError: shapes (3,) and (4,) not aligned\n", "model_diverged", "m911"),
+    # (probability 0.90); the error line alone stays without signature (0.19)
+    ("epoch 1 loss 0.3\nepoch 2 loss 0.2\nValueError: shapes (3,) and (4,) not aligned\n", "model_diverged", "m1108"),
     ("ValueError: shapes (3,) and (4,) not aligned", NO_SIGNATURE, "m219"),
 ])
 def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neighbour):

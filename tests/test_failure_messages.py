@@ -21,7 +21,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.classify import (MESSAGE_FIELDS, NO_SIGNATURE, SPLITS, annotator_agreement,
+from dlcluster.analysis.classify import (LAST_BLIND_SETTINGS, LAST_BLIND_SPLIT, MESSAGE_FIELDS, NO_SIGNATURE, SPLITS,
+                                         annotator_agreement,
                                          choose_fallback_settings, cross_validate_fallback,
                                          evaluate_classifier, fallback_keeps_corpus, load_messages, load_rules,
                                          load_second_labels, measured_messages, train_fallback)
@@ -29,26 +30,29 @@ from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 # Messages classified right by the round-9 rules alone, and by the default classifier (the round-9 rules + the
 # regression fallback refining generic rules, trained on every labelled message and the corpus logs). The rules were
-# written looking at every split, and the fallback learns from every split: in-sample regression counts, no estimate
-# (README, "Round 9"). The misses of the rules are mostly wordings no rule knows, which the fallback guesses, and the
+# written looking at every split but heldout9, and the fallback learns from every split: in-sample regression counts,
+# no estimate (README, "Round 9"); heldout9's blind measurement is asserted at the end. The misses of the rules are mostly wordings no rule knows, which the fallback guesses, and the
 # labels the labelling guide would give otherwise (LABELLING.md, "The disputes this guide settles").
 # History, the rules' blind figures before they were tuned on: heldout 50 then 53 of 61, heldout2 64 of 95, heldout3
 # 81 of 102, heldout4 78 of 97, heldout5 80 of 100, heldout6 79 of 100, heldout7 66 of 80, heldout8 121 of 165 (README).
 RULES_CORRECT = {"tuning": 145, "heldout": 61, "heldout2": 93, "heldout3": 102, "heldout4": 81, "heldout5": 84,
-                 "heldout6": 83, "heldout7": 72, "heldout8": 136}
+                 "heldout6": 83, "heldout7": 72, "heldout8": 136, "heldout9": 134}
 CORRECT_WITH_FALLBACK = {"tuning": 145, "heldout": 61, "heldout2": 94, "heldout3": 102, "heldout4": 95,
-                         "heldout5": 97, "heldout6": 98, "heldout7": 79, "heldout8": 161}
+                         "heldout5": 97, "heldout6": 98, "heldout7": 79, "heldout8": 161, "heldout9": 159}
 
-# Leave-one-split-out cross-validation of the fallback (round 9), over the nine splits that existed when its
-# settings were chosen: for each split, the fallback trained on the other eight (and the corpus), the round-9 rules +
-# fallback with the chosen settings classify it. Exact counts (rules alone, hybrid). Earlier rounds chose their
-# settings the same way over the splits of their time: C 100, with the corpus, threshold 0.5 and no refining (round
-# 6); C 100, threshold 0.4, refine 0.9 (round 7); C 30, threshold 0.3, refine 0.5 (round 8, by one message). Since
-# round 9 the settings in use are kept unless another setting gets INCUMBENT_MARGIN messages more right.
+# Leave-one-split-out cross-validation of the fallback over the ten splits, after heldout9's measurement: for each
+# split, the fallback trained on the other nine (and the corpus), the round-9 rules + fallback with the chosen
+# settings classify it. Exact counts (rules alone, hybrid). Earlier rounds chose their settings the same way over the
+# splits of their time: C 100, with the corpus, threshold 0.5 and no refining (round 6); C 100, threshold 0.4, refine
+# 0.9 (round 7); C 30, threshold 0.3, refine 0.5 (round 8, by one message; kept by round 9 over nine splits, since
+# no setting beat them by INCUMBENT_MARGIN messages: 920 vs 918 of 945). Trained on all 1,110, round 8's settings
+# guess a reason for the corpus's unattributable silent-exit log, so they are no longer allowed and the best allowed
+# setting is chosen (README, "Round 9").
 CV_CORRECT = {"tuning": (145, 145), "heldout": (61, 61), "heldout2": (93, 94), "heldout3": (102, 102),
-              "heldout4": (81, 92), "heldout5": (84, 93), "heldout6": (83, 96), "heldout7": (72, 77),
-              "heldout8": (136, 158)}
-CHOSEN_FALLBACK = FallbackSettings(C=30.0, threshold=0.3, with_corpus=True, refine=0.5)
+              "heldout4": (81, 91), "heldout5": (84, 93), "heldout6": (83, 94), "heldout7": (72, 77),
+              "heldout8": (136, 160), "heldout9": (134, 148)}
+CHOSEN_FALLBACK = FallbackSettings(C=100.0, threshold=0.5, with_corpus=True, refine=0.7)
+ROUND8_FALLBACK = FallbackSettings(C=30.0, threshold=0.3, with_corpus=True, refine=0.5)
 
 
 # The held-out half is frozen: sha256 of its 61 entries (all fields, file order) as split in round 1
@@ -129,6 +133,14 @@ HELDOUT8_SHA256 = "76a99ea1e6512207b8ab2429edea60de16d8a14e10196a712b462a96ef950
 # by NOT_YET_MEASURED until its one measurement (README, "heldout9").
 HELDOUT9_SIZE = 165
 HELDOUT9_SHA256 = "9d68a1d43888a5716b0b8618cc75d4cfe16116be351400db1db3a40eb61ac77d"
+# heldout9 measured once (after commit a2ad0dc fixed the round-9 rules, model and settings, commit a32bc7a brought the
+# set): the rules alone 134 of 165; the classifier as shipped (rules + the fallback trained on the 945 earlier
+# messages and the corpus) 150 of 165 (90.9%); the fallback guessed 19, 15 right, and refined 1 generic-rule answer,
+# rightly. For comparison, not chosen: the round-8 rules with the same fallback get 149. Asserted exactly, with the
+# settings it was measured with (LAST_BLIND_SETTINGS); since then the default fallback also learns from heldout9 and
+# its settings were re-chosen (CHOSEN_FALLBACK), which would have got 148 on heldout9 out of fold.
+HELDOUT9_RULES_CORRECT_MEASURED = 134
+HELDOUT9_HYBRID_CORRECT_MEASURED = 150
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +288,8 @@ def test_tuning_half_is_classified_right(messages):
 
 @pytest.mark.parametrize("split, size", [
     ("heldout", HELDOUT_SIZE), ("heldout2", HELDOUT2_SIZE), ("heldout3", HELDOUT3_SIZE), ("heldout4", HELDOUT4_SIZE),
-    ("heldout5", HELDOUT5_SIZE), ("heldout6", HELDOUT6_SIZE), ("heldout7", HELDOUT7_SIZE), ("heldout8", HELDOUT8_SIZE)])
+    ("heldout5", HELDOUT5_SIZE), ("heldout6", HELDOUT6_SIZE), ("heldout7", HELDOUT7_SIZE), ("heldout8", HELDOUT8_SIZE),
+    ("heldout9", HELDOUT9_SIZE)])
 def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size):
     rules_correct, correct = RULES_CORRECT[split], CORRECT_WITH_FALLBACK[split]
     ev = evaluate_classifier(messages[messages["split"] == split])
@@ -299,61 +312,98 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
 
 
 def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
-    # the settings were chosen on the nine splits that existed then
-    messages = messages[messages["split"].isin(list(CV_CORRECT))]
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
     # the settings are chosen by the cross-validation alone, among those that keep every corpus log right: round 8's
-    # are kept, since the best (round 7's, 920 of 945 right) beats them (918) by fewer than INCUMBENT_MARGIN messages
-    assert choose_fallback_settings(cv, keeps_corpus, incumbent=CHOSEN_FALLBACK) == CHOSEN_FALLBACK == FallbackSettings()
-    assert choose_fallback_settings(cv, keeps_corpus, margin=0) == FallbackSettings(100.0, 0.4, True, 0.9)
+    # (the incumbent) no longer keep the corpus, so the best allowed setting is chosen
+    assert not keeps_corpus[(ROUND8_FALLBACK.C, True, ROUND8_FALLBACK.threshold, ROUND8_FALLBACK.refine)]
+    assert choose_fallback_settings(cv, keeps_corpus, incumbent=ROUND8_FALLBACK) == CHOSEN_FALLBACK == FallbackSettings()
     chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
                 & (cv["threshold"] == CHOSEN_FALLBACK.threshold) & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
     with capsys.disabled():
-        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other eight splits "
+        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other nine splits "
               f"({CHOSEN_FALLBACK}):")
         print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct",
                       "refined", "refined_correct", "model_correct"]].to_string())
     assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
-    assert chosen["hybrid_correct"].sum() == 918
-    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [12, 10]
-    # refining the generic rules: six refinements over the nine splits, four of them right
-    assert chosen[["refined", "refined_correct"]].sum().tolist() == [6, 4]
+    assert chosen["hybrid_correct"].sum() == 1065
+    assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [11, 9]
+    # refining the generic rules: five refinements over the ten splits, all right
+    assert chosen[["refined", "refined_correct"]].sum().tolist() == [5, 5]
     never = cv[(cv["C"] == CHOSEN_FALLBACK.C) & cv["with_corpus"] & (cv["threshold"] == CHOSEN_FALLBACK.threshold)
                & (cv["refine"] == math.inf)].set_index("split")
-    assert (chosen["hybrid_correct"] - never["hybrid_correct"]).sum() == 2
+    assert (chosen["hybrid_correct"] - never["hybrid_correct"]).sum() == 5
     # the model alone, rules ignored, names the reason of 91.0% of a split's messages on average
-    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.9100, abs=5e-5)
+    assert (chosen["model_correct"] / chosen["messages"]).mean() == pytest.approx(0.9095, abs=5e-5)
     # a lower threshold would guess on the corpus's unattributable logs
-    assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.2, CHOSEN_FALLBACK.refine)]
+    assert not keeps_corpus[(CHOSEN_FALLBACK.C, True, 0.4, CHOSEN_FALLBACK.refine)]
     assert keeps_corpus[(CHOSEN_FALLBACK.C, True, CHOSEN_FALLBACK.threshold, CHOSEN_FALLBACK.refine)]
 
 
+@pytest.fixture(scope="module")
+def heldout9_blind(messages):
+    """heldout9 classified as it was measured: rules alone, and rules + a fallback that never saw heldout9."""
+    part = messages[messages["split"] == "heldout9"]
+    before = train_fallback(messages[messages["split"] != "heldout9"], LAST_BLIND_SETTINGS)
+    return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
+
+
+def test_heldout9_measured_once_rules_and_fallback(heldout9_blind, capsys):
+    rules_alone, hybrid = heldout9_blind
+    with capsys.disabled():
+        print(f"\nreal user-posted failure messages, heldout9 (new threads, labelled blind with the labelling guide, "
+              f"evaluated once after round 9): rules alone {rules_alone.results['correct'].sum()} of "
+              f"{len(rules_alone.results)}, rules + fallback {hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); "
+              "confusion table of the hybrid (non-zero columns):")
+        print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
+        print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
+    assert len(hybrid.results) == HELDOUT9_SIZE
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT9_RULES_CORRECT_MEASURED
+    assert int(hybrid.results["correct"].sum()) == HELDOUT9_HYBRID_CORRECT_MEASURED
+    results = hybrid.results
+    guessed = results[(results["rule_id"] == FALLBACK_RULE_ID) & results["refined_rule"].isna()]
+    refined = results[results["refined_rule"].notna()]
+    assert (len(guessed), int(guessed["correct"].sum())) == (19, 15)
+    assert (len(refined), int(refined["correct"].sum())) == (1, 1)
+    # "no signature" where a reader could tell the reason: 5 of 165 (two Bad substitution launcher scripts, a script
+    # with Windows line endings, a CUDA device-side assert on a label, a Ray actor lost)
+    assert int((results["predicted"] == NO_SIGNATURE).sum()) == 5
+
+
+def test_heldout9_accuracy_meets_target(heldout9_blind):
+    # the one blind measurement of round 9: 150 of 165 (90.9%); 149 would be 90.3%, 148 below the target
+    assert heldout9_blind[1].accuracy >= HELDOUT_TARGET
+
+
 def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, capsys):
-    # heldout5 to heldout8 were labelled again by a second annotator who saw neither the first labels nor the
-    # classifier (README, "A second annotator"): the 90% target sits below how often two humans agree
+    # heldout5 to heldout9 were labelled again by a second annotator who saw neither the first labels nor the
+    # classifier (README, "A second annotator"; heldout9 by both with the labelling guide): the 90% target sits below
+    # how often two humans agree
     second = load_second_labels(messages=messages)
-    doubly = ["heldout5", "heldout6", "heldout7", "heldout8"]
-    assert len(second) == 445 and set(second["id"]) == set(messages.loc[messages["split"].isin(doubly), "id"])
-    # the classifier on each set with a fallback that never saw it (the round-9 rules were written looking at all)
+    doubly = ["heldout5", "heldout6", "heldout7", "heldout8", "heldout9"]
+    assert len(second) == 610 and set(second["id"]) == set(messages.loc[messages["split"].isin(doubly), "id"])
+    # the classifier on each set with a fallback that never saw it: on heldout9 its blind measurement (the round-9
+    # rules were written looking at the others)
     predicted = []
     for split in doubly:
         part = messages[messages["split"] == split]
-        results = evaluate_classifier(part, fallback=train_fallback(messages[messages["split"] != split])).results
+        settings = LAST_BLIND_SETTINGS if split == LAST_BLIND_SPLIT else FallbackSettings()
+        results = evaluate_classifier(part, fallback=train_fallback(messages[messages["split"] != split], settings)).results
         predicted.append(pd.Series(list(results["predicted"]), index=results["id"]))
     table = annotator_agreement(messages, second, pd.concat(predicted))
     with capsys.disabled():
-        print("\nsecond annotator on heldout5-8 (classifier: the fallback out of fold; the rules saw every set):")
+        print("\nsecond annotator on heldout5-9 (classifier: the fallback out of fold; heldout9 blind):")
         print(table.round(3).to_string())
     assert table[["messages", "agree", "second_unsure"]].to_dict("index") == {
         "heldout5": {"messages": 100, "agree": 96, "second_unsure": 8},
         "heldout6": {"messages": 100, "agree": 99, "second_unsure": 10},
         "heldout7": {"messages": 80, "agree": 78, "second_unsure": 13},
-        "heldout8": {"messages": 165, "agree": 161, "second_unsure": 32}}
-    assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974]
-    # vs the first labels, vs the second's, on the messages both agree on (blind figures: README, each set's section)
+        "heldout8": {"messages": 165, "agree": 161, "second_unsure": 32},
+        "heldout9": {"messages": 165, "agree": 164, "second_unsure": 19}}
+    assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974, 0.994]
+    # vs the first labels, vs the second's, on the messages both agree on; heldout9's row is its blind measurement
     assert table[["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].astype(int).values.tolist() == [
-        [93, 94, 92], [96, 96, 96], [77, 77, 76], [158, 154, 154]]
+        [93, 94, 92], [94, 94, 94], [77, 77, 76], [160, 156, 156], [150, 149, 149]]
 
 
 def test_agreement_and_second_labels_on_known_answers(tmp_path):

@@ -45,10 +45,15 @@ MESSAGE_FIELDS = ("id", "source_url", "repo", "reason", "category", "split", "te
 SPLITS = ("tuning", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6",
           "heldout7", "heldout8", "heldout9")  # heldout2-9: further held-out sets, data/failure_messages/README.md
 # Held-out sets committed but not yet measured: no model learns from them and the notebook and the tests evaluate
-# them nowhere, so that their one blind measurement, after the model is final, means something. heldout7 and
-# heldout8 were each measured once, after rounds 7 and 8 (README); heldout9, labelled with the labelling guide
-# (LABELLING.md), waits for its measurement after round 9.
-NOT_YET_MEASURED: tuple[str, ...] = ("heldout9",)
+# them nowhere, so that their one blind measurement, after the model is final, means something. heldout7, heldout8
+# and heldout9 were each measured once, after rounds 7, 8 and 9 (README); the next blind set goes here until its
+# measurement.
+NOT_YET_MEASURED: tuple[str, ...] = ()
+# The newest blind set and the fallback settings of the classifier it was measured with (README, "heldout9"): the
+# rules have not changed since, so a fallback with these settings trained without that set reproduces the one
+# measurement, which the notebook and the tests show beside the current defaults (README, "Round 9").
+LAST_BLIND_SPLIT = "heldout9"
+LAST_BLIND_SETTINGS = FallbackSettings(C=30.0, threshold=0.3, with_corpus=True, refine=0.5)
 
 
 @dataclass(frozen=True)
