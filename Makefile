@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install $(if $(filter-out 0,$(V)),,-qq)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reports test data public corpus failure-corpus lab bench clean
+.PHONY: help setup reports check-results golden test data public corpus failure-corpus lab bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -27,6 +27,12 @@ $(STAMP): pyproject.toml
 
 reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ (+ HTML, figures, results.json); V=1 shows everything
 	$(BIN)/dlcluster reports --params $(PARAMS)$(if $(filter-out 0,$(V)), -v)
+
+check-results: reports ## compare reports/$(CONFIG)/ with the golden results golden/$(CONFIG).yaml (fails on any figure that moved)
+	$(BIN)/dlcluster check-results reports/$(CONFIG)
+
+golden: reports ## rewrite golden/$(CONFIG).yaml from reports/$(CONFIG)/ on purpose: commit its diff with the change that moved it
+	$(BIN)/dlcluster golden reports/$(CONFIG)
 
 test: setup ## unit tests plus a papermill run of every notebook with params/ci.yaml
 	$(BIN)/python -m pytest

@@ -54,6 +54,14 @@ def test_ci_runs_the_readme_test_command_first():
         f"its first command is {commands[:1]}")
 
 
+def test_ci_rebuilds_the_reports_and_checks_them_against_the_golden_results():
+    commands = ci_commands((REPO / ".ci" / "run").read_text())
+    assert "make reports" in commands and "make check-results" in commands
+    # the golden check reads the reports just built, before anything else is installed
+    assert commands.index("make test") < commands.index("make reports") < commands.index("make check-results")
+    assert commands.index("make check-results") < min(i for i, c in enumerate(commands) if "pip install" in c)
+
+
 def test_the_parsers_see_what_a_reader_sees():
     readme = "intro\n\n## Two commands\n\n```sh\nmake reports   # all\nmake  test     # tests\n```\n\n```sh\nx\n```\n"
     assert readme_commands(readme) == ["make reports", "make test"]

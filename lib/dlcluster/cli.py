@@ -6,6 +6,8 @@
     dlcluster data [--url URL]                                     download, verify, extract, ingest
     dlcluster ingest [RAW_DIR] [--force]                           raw Philly files -> Parquet (resumable)
     dlcluster synth-trace OUT [--scale 0.125]                      SYNTHETIC raw trace for benchmarks
+    dlcluster check-results [REPORTS_DIR] [--all]                  compare reports with the golden results
+    dlcluster golden [REPORTS_DIR]                                 rewrite the golden results from reports
     dlcluster classify-logs [DIR] [--no-fallback]                  failure reason of each log
     dlcluster bench-colocation --device cpu --model tiny ...       ResNet-50 colocation benchmark
 """
@@ -36,6 +38,30 @@ def _reports(args) -> int:
     except KeyboardInterrupt:  # between notebooks (no kernel running): every finished notebook is complete
         print("dlcluster reports: interrupted between notebooks; the index page was not updated", file=sys.stderr)
         return 130
+    return 0
+
+
+def _golden_path(args) -> tuple[Path, Path, str]:
+    from .report.golden import golden_dir
+    reports = Path(args.reports_dir)
+    config = reports.name
+    return reports, Path(args.golden) if args.golden else golden_dir() / f"{config}.yaml", config
+
+
+def _check_results(args) -> int:
+    from .report.golden import check
+    reports, golden, _ = _golden_path(args)
+    passed, text = check(reports, golden, show_all=args.all)
+    print(text)
+    return 0 if passed else 1
+
+
+def _golden(args) -> int:
+    from .report.golden import write_golden
+    reports, golden, config = _golden_path(args)
+    path = write_golden(reports, golden, config)
+    print(f"wrote {path}: review its diff (git diff {path.relative_to(paths.repo_root()) if path.is_relative_to(paths.repo_root()) else path}) "
+          "and commit it with the change that moved the figures")
     return 0
 
 
@@ -127,6 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show everything: each cell's output as it runs and papermill's log")
     p.set_defaults(func=_reports)
+
+    default_reports = str(paths.repo_root() / "reports" / "default")
+    for name, func, text in (
+            ("check-results", _check_results, "compare a reports folder with the golden results (golden/<config>.yaml); "
+                                             "exit 1 naming each figure that moved, went missing or is new"),
+            ("golden", _golden, "rewrite golden/<config>.yaml from a reports folder (on purpose: review the diff)")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("reports_dir", nargs="?", default=default_reports,
+                       help="a folder written by `dlcluster reports` (default reports/default)")
+        p.add_argument("--golden", default=None, help="the golden file (default golden/<reports folder name>.yaml)")
+        if name == "check-results":
+            p.add_argument("--all", action="store_true", help="print every figure, not only those that fail")
+        p.set_defaults(func=func)
 
     p = sub.add_parser("summary", help="print a trace's tables and data-quality report")
     p.add_argument("source", nargs="?", default="public", help="'public', 'philly' or a raw-format directory")

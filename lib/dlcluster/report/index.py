@@ -32,6 +32,7 @@ import yaml
 from ..paths import data_dir, repo_root
 from ..atomic import atomic_write_text
 from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
+from .reproduction import VERDICTS, counts, write_scorecard
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
 PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
@@ -45,6 +46,9 @@ text-align:left;vertical-align:top} th{background:#f4f4f4} code{background:#f4f4
 .tag.quoted{background:#2e7d32}.tag.summary{background:#1565c0}.tag.trace{background:#6d4c41}
 .tag.none{background:#9e9e9e} .warn{color:#b71c1c} .figs img{max-width:23em;margin:.3em;border:1px solid #ddd}
 details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
+.verdict{display:inline-block;padding:0 6px;border-radius:8px;font-size:.85em;color:#fff;white-space:nowrap}
+.scorecard td{font-size:.92em} small{color:#666}
+.verdict.reproduced{background:#2e7d32}.verdict.differs{background:#c62828}.verdict.not-comparable{background:#757575}
 """
 
 
@@ -210,6 +214,38 @@ def data_section(params: dict) -> str:
     return "".join(parts)
 
 
+def _verdict(value: str) -> str:
+    return f"<span class='verdict {value.replace(' ', '-')}'>{_esc(value)}</span>"
+
+
+def _ours_cell(row) -> str:
+    """Our value (long texts shortened, whole in the tooltip), and under it which figure and data it is."""
+    text = "" if row.ours is None or (isinstance(row.ours, float) and row.ours != row.ours) else (f"{row.ours:,}" if isinstance(row.ours, int) and not isinstance(row.ours, bool)
+                                        else _format_value(row.ours))
+    short = text if len(text) <= 90 else text[:87] + "..."
+    where = " · ".join(_esc(p) for p in (row.figure, row.data) if p)
+    return f"<span title='{_esc(text)}'>{_esc(short)}</span>" + (f"<br><small>{where}</small>" if where else "")
+
+
+def scorecard_section(out_dir: Path) -> str:
+    """The reproduction scorecard (:mod:`.reproduction`) as the index page's first section; writes scorecard.json."""
+    card, path = write_scorecard(out_dir)
+    tally = counts(card)
+    shown = pd.DataFrame({
+        "verdict": card["verdict"].map(_verdict),
+        "published (paper section)": [f"{_esc(r.what)}: <b>{_esc(r.published)}</b> (§{_esc(r.section)})"
+                                      for r in card.itertuples()],
+        "provenance": card["provenance"].map(_tag),
+        "ours": [_ours_cell(r) for r in card.itertuples()],
+        "why, or by how much": card["detail"].map(_esc)})
+    summary = " · ".join(f"{_verdict(v)} {tally[v]}" for v in VERDICTS)
+    return (f"<h2 id='scorecard'>Reproduction scorecard</h2><p>Every published value of the paper "
+            f"(<code>data/reference/atc19.yaml</code>) beside ours, with a verdict: {summary} "
+            f"(of {len(card)}; also in <code>{_esc(path.name)}</code>). The tolerances, and why a value is not "
+            f"comparable, are in <code>lib/dlcluster/report/reproduction.yaml</code>.</p>"
+            + _table(shown, raw_columns=tuple(shown.columns)))
+
+
 def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks: list[Path],
                 command: list[str] | None = None, status: dict[str, str] | None = None) -> Path:
     """Write ``<out_dir>/index.html`` for these executed notebooks (``<out_dir>/<stem>.ipynb``).
@@ -244,7 +280,9 @@ def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks
         "USENIX ATC 2019. Each notebook's results beside the published values; provenance tags: "
         f"{_tag('quoted')} a sentence of the paper quoted verbatim, {_tag('summary')} stated by published "
         f"summaries, {_tag('trace')} a fact about the released trace.</p>"
-        f"<ul>{contents}<li><a href='#data'>Data sources</a></li><li><a href='#how'>How this was built</a></li></ul>"
+        f"<ul><li><a href='#scorecard'>Reproduction scorecard</a></li>{contents}<li><a href='#data'>Data sources</a>"
+        "</li><li><a href='#how'>How this was built</a></li></ul>"
+        + scorecard_section(out_dir)
         + "".join(sections)
         + data_section(params)
         + "<h2 id='how'>How this was built</h2>"

@@ -1,0 +1,169 @@
+"""The reproduction scorecard: a verdict beside every published value.
+
+For each entry of ``data/reference/atc19.yaml``, ``reproduction.yaml`` (next to
+this module) names the figure of ours that stands beside it and how the verdict
+is reached. :func:`scorecard` reads the notebooks' ``results.json`` of a reports
+folder and gives each published value one of three verdicts:
+
+* ``reproduced``: within the stated tolerance, or every check of a finding holds;
+* ``differs``: by how much, or which check of the finding fails;
+* ``not comparable``: why (another job selection, another definition, an input
+  of ours rather than a result, or no value on the data at hand).
+
+Published values are only read to be shown and compared here: no result is
+computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
+and puts the table at the top of the index page; the golden file keeps the verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..atomic import atomic_write_text
+from .reference import load_reference
+
+SPEC_PATH = Path(__file__).with_name("reproduction.yaml")
+VERDICTS = ("reproduced", "differs", "not comparable")
+OPERATORS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le, "==": operator.eq}
+WAYS = ("within", "checks", "not_comparable")
+
+
+@lru_cache(maxsize=2)
+def load_spec(path: str = str(SPEC_PATH)) -> dict:
+    """The scorecard's entries, checked: one of ``within``/``checks``/``not_comparable`` each, known operators."""
+    spec = yaml.safe_load(Path(path).read_text()) or {}
+    for key, entry in spec.items():
+        ways = [w for w in WAYS if w in entry]
+        if len(ways) != 1:
+            raise ValueError(f"{path}: entry {key!r} needs exactly one of {WAYS}, has {ways}")
+        unknown = set(entry) - {*WAYS, "ours", "tests", "data", "when_missing"}
+        if unknown:
+            raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
+        if "within" in entry and "ours" not in entry:
+            raise ValueError(f"{path}: entry {key!r} compares a number (within) but names no figure of ours")
+        for check in entry.get("checks", []):
+            if len(check) != 3 or check[1] not in OPERATORS:
+                raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
+                                 f"figure or value], got {check!r}")
+    return spec
+
+
+def _split(ref: str) -> tuple[str, str]:
+    notebook, _, key = ref.partition(":")
+    return notebook, key
+
+
+class _Figures:
+    """The notebooks' results of one reports folder, looked up as ``notebook:key``."""
+
+    def __init__(self, results: dict[str, dict]):
+        self.results = results
+
+    def has(self, ref: str) -> bool:
+        notebook, key = _split(ref)
+        return key in self.results.get(notebook, {})
+
+    def get(self, ref):
+        if not isinstance(ref, str) or ":" not in ref:
+            return ref   # a literal number or boolean
+        notebook, key = _split(ref)
+        return self.results.get(notebook, {}).get(key)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object]:
+    """(verdict, detail, our value) of one published value."""
+    ours_ref = entry.get("ours")
+    ours = figures.get(ours_ref) if ours_ref else None
+    if "not_comparable" in entry:
+        return "not comparable", entry["not_comparable"], ours
+    if "within" in entry:
+        if _missing(ours):
+            why = entry.get("when_missing") or (f"{ours_ref} is not in the reports" if not figures.has(ours_ref)
+                                                else f"{ours_ref} has no value on this data")
+            return "not comparable", why, ours
+        if not isinstance(published, (int, float)):
+            raise ValueError(f"reproduction.yaml compares {ours_ref} with a published value that is not a number: "
+                             f"{published!r}")
+        diff = float(ours) - float(published)
+        rel = f" ({diff / published:+.1%})" if published else ""
+        if abs(diff) <= float(entry["within"]):
+            return "reproduced", f"within {entry['within']:g} (ours - published = {diff:+.3g}{rel})", ours
+        return "differs", f"by {diff:+,.3g}{rel}; tolerance {entry['within']:g}", ours
+    failed = []
+    for a, op, b in entry["checks"]:
+        left, right = figures.get(a), figures.get(b)
+        if _missing(left) or _missing(right):
+            missing = a if _missing(left) else b
+            return "not comparable", f"{missing} has no value in these reports", ours
+        if not OPERATORS[op](left, right):
+            failed.append(f"{_split(a)[1]} = {_fmt(left)} is not {op} "
+                          f"{_split(b)[1] + ' = ' if isinstance(b, str) and ':' in b else ''}{_fmt(right)}")
+    tests = entry.get("tests", "")
+    if failed:
+        return "differs", f"tested: {tests}; fails: " + "; ".join(failed), ours
+    return "reproduced", f"tested: {tests}", ours
+
+
+def read_notebook_results(reports_dir: Path) -> dict[str, dict]:
+    """Each notebook's results; one whose results.json cannot be read is left out (the index page says why)."""
+    out = {}
+    for path in sorted(Path(reports_dir).glob("[0-9][0-9]-*/results.json")):
+        try:
+            results = json.loads(path.read_text())["results"]  # TODO-merge: shared reader (NaN)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        out[path.parent.name] = results
+    return out
+
+
+def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame:
+    """One row per published value: what, published, provenance, ours, verdict, detail, figure, data."""
+    spec = load_spec() if spec is None else spec
+    reference = load_reference()
+    unknown = sorted(set(spec) - set(reference["key"]))
+    if unknown:
+        raise ValueError(f"{SPEC_PATH.name} names keys that data/reference/atc19.yaml does not list: {unknown}")
+    lacking = sorted(set(reference["key"]) - set(spec))
+    if lacking:
+        raise ValueError(f"{SPEC_PATH.name} has no entry for these published values: {lacking}")
+    figures = _Figures(read_notebook_results(Path(reports_dir)))
+    rows = []
+    for ref in reference.itertuples():
+        entry = spec[ref.key]
+        outcome, detail, ours = verdict(entry, ref.value, figures)
+        published = f"{ref.value:g} {ref.unit}".strip() if isinstance(ref.value, (int, float)) else str(ref.value)
+        rows.append({"key": ref.key, "section": ref.section, "what": ref.item, "published": published,
+                     "provenance": ref.provenance, "ours": None if _missing(ours) else ours, "verdict": outcome,
+                     "detail": detail, "figure": entry.get("ours"), "data": entry.get("data", "")})
+    return pd.DataFrame(rows)
+
+
+def counts(card: pd.DataFrame) -> dict[str, int]:
+    return {v: int((card["verdict"] == v).sum()) for v in VERDICTS}
+
+
+def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
+    """Compute the scorecard of a reports folder and write ``scorecard.json`` beside its notebooks."""
+    card = scorecard(reports_dir)
+    doc = {"counts": counts(card), "rows": card.to_dict(orient="records")}
+    path = atomic_write_text(Path(reports_dir) / "scorecard.json", json.dumps(doc, indent=2, default=str))
+    return card, path
