@@ -8,15 +8,18 @@ scheduling pass runs:
 1. Waiting jobs are tried in the policy's order. A job whose VC has quota left
    for its whole gang is tried first; jobs that would exceed their VC's quota
    may then borrow idle GPUs (Philly's fair sharing; ``lending=False`` forbids
-   it). Jobs that cannot be placed are skipped (backfill). A preemptive policy
-   may preempt lower-priority running jobs for a job that does not fit.
+   it), up to its maximum capacity (``max_capacity``; :mod:`.sharing`). Jobs
+   that cannot be placed are skipped (backfill). A preemptive policy may
+   preempt lower-priority running jobs for a job that does not fit; with
+   ``reclaim``, VCs below their quota take lent GPUs back (:mod:`.sharing`).
 2. With a migration option, fragmentation is repaired by moving jobs.
 3. Every job still waiting has the cause of its wait, fixed until the cluster
    state changes:
 
    * ``fair_share``: fewer GPUs that its VC may use are free than it needs
      (its quota is used up, or lent to VCs over quota, and no idle GPU can be
-     lent); with ``quotas=None`` this is plain contention for capacity;
+     lent, or its VC is at its maximum capacity); with ``quotas=None`` this is
+     plain contention for capacity;
    * ``backoff``: enough such GPUs are free, so a looser placement exists, but
      the policy is still holding out for locality (Philly before the timeout);
    * ``fragmentation``: enough such GPUs are free but no placement meets the
@@ -54,12 +57,14 @@ from .jobs import Cause, Job, JobState, Outcome
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
 from .results import SimResult
+from .sharing import Reclaim, vc_caps
 from .slowdown import default_slowdown_model, no_slowdown
 from .topology import Topology
 from .workload import Workload
 
 _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
 _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
+_RECLAIM = int(EventKind.RECLAIM)
 _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
 _FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
 _INF = float("inf")
@@ -69,7 +74,10 @@ class Simulator:
     """One simulation run. ``Simulator(workload, topology, policy, ...).run() -> SimResult``.
 
     ``quotas``: ``{vc: GPUs}``; VCs missing from it get quota 0 (they only
-    borrow idle GPUs). None means no VC limits. ``slowdown``: "default", None
+    borrow idle GPUs). None means no VC limits. ``lending``: VCs may use idle
+    GPUs beyond their quota, up to ``max_capacity`` (``{vc: GPUs}``; a VC not
+    in it, or None: the whole cluster). ``reclaim``: a :class:`~.sharing.Reclaim`
+    (VCs below their quota preempt borrowers), or None. ``slowdown``: "default", None
     (ideal speed) or a callable ``(gpus_per_server, num_racks, colocated_jobs)``.
     ``failures``: a :class:`FailureModel` (None: no failures beyond those in
     the trace's run times). ``retry``: a :class:`RetryPolicy` or preset name.
@@ -80,7 +88,8 @@ class Simulator:
     """
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
-                 lending: bool = True, placement=None, slowdown="default", failures: FailureModel | None = None,
+                 lending: bool = True, max_capacity: dict | None = None, reclaim: Reclaim | None = None,
+                 placement=None, slowdown="default", failures: FailureModel | None = None,
                  retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
                  sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, progress: bool = False):
         if len(workload) == 0:
@@ -102,7 +111,13 @@ class Simulator:
         if not self.policy.backfill and quotas is not None and lending:
             raise ValueError(f"{self.policy!r} has no backfill (head-of-line blocking per VC): it needs "
                              "lending=False (or quotas=None), so that each VC's queue is decided on its own GPUs")
+        if max_capacity is not None and (quotas is None or not lending):
+            raise ValueError("max_capacity caps what VCs borrow beyond their quotas: it needs quotas and lending=True")
+        if reclaim is not None and (quotas is None or not lending):
+            raise ValueError("reclaim takes lent GPUs back: it needs quotas and lending=True")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
+        self.max_capacity, self.reclaim = max_capacity, reclaim
+        self._reclaim_pending, self._reclaim_checks = False, 0
         self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
         self.failure_model = failures
         self.sample_interval_s, self.restart_overhead_s, self.progress = sample_interval_s, restart_overhead_s, progress
@@ -142,6 +157,7 @@ class Simulator:
                 raise ValueError(f"quotas: GPU quotas must be non-negative integers, got {bad}")
             self.quota = [int(quotas.get(v, 0)) for v in self.vc_names]
             self.vcs_without_quota = [v for v in self.vc_names if v not in quotas]
+        self.vc_cap = vc_caps(quotas, total, self.lending, self.max_capacity, self.vc_names)
         self.vc_used = [0] * len(self.vc_names)
 
     def _setup_jobs(self):
@@ -205,6 +221,7 @@ class Simulator:
         handlers = [None] * (max(EventKind) + 1)
         handlers[_END], handlers[_FAIL] = self._on_end, self._on_fail
         handlers[EventKind.DEMOTE], handlers[EventKind.RELAX] = self._on_demote, self._on_relax
+        handlers[_RECLAIM] = self._on_reclaim
         arrivals, arrival_order = self._arrival_times, self._arrival_order
         n_arrivals, next_arrival = len(arrivals), 0
         sampler = _Sampler(self)
@@ -255,6 +272,8 @@ class Simulator:
             reason = "needs more GPUs than the cluster has"
         elif not self.lending and g > self.quota[job.vc]:
             reason = "needs more GPUs than its VC quota and lending is off"
+        elif g > self.vc_cap[job.vc]:
+            reason = "needs more GPUs than its VC's maximum capacity"
         if reason is not None:
             self.rejections[job.idx] = reason
             self._finish(job, "Rejected", now)
@@ -496,6 +515,9 @@ class Simulator:
         touched.extend(self._new)
         self._new = []
         self._classify(touched, now)
+        if self.reclaim is not None and not self._reclaim_pending and self._starved_vcs():
+            self._reclaim_pending = True
+            self.schedule(now + self.reclaim.monitoring_interval_s, EventKind.RECLAIM, self.jobs[0], 0)
 
     def _stop_placing(self, state: "_PassState") -> bool:
         return self.cluster.total_free == 0 and (not self.policy.preemptive or state.nobody_preemptible)
@@ -508,7 +530,9 @@ class Simulator:
         group is dropped. Cost grows with jobs started and groups, not queue length.
         Without backfill, a VC's first job that cannot start drops the whole VC.
         """
-        quota, used, groups = self.quota, self.vc_used, self._groups
+        quota, cap, used, groups = self.quota, self.vc_cap, self.vc_used, self._groups
+        # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
+        capped = not self.policy.preemptive
         state = _PassState()
         head_of_line = not self.policy.backfill
         blocked = set()
@@ -526,9 +550,12 @@ class Simulator:
                     continue
                 if phase == 0 and g > quota[vc] - used[vc]:
                     if self.lending:
-                        borrowers.append((group[0][0], vc, g, level))
+                        if g <= cap[vc] - used[vc] or not capped:
+                            borrowers.append((group[0][0], vc, g, level))
                     elif head_of_line:
                         blocked.add(vc)
+                    continue
+                if capped and g > cap[vc] - used[vc]:   # a borrower whose VC reached its cap in this pass
                     continue
                 if self._try_start(group[0][1], state, now):
                     if group:
@@ -540,7 +567,7 @@ class Simulator:
 
     def _place_jobs(self, jobs, now: float) -> None:
         """Try just these jobs (new or relaxed; nothing was freed since the others last failed)."""
-        quota, used = self.quota, self.vc_used
+        quota, cap, used = self.quota, self.vc_cap, self.vc_used
         state = _PassState()
         borrowers = []
         for _, job in sorted((j.key, j) for j in jobs if j.state is _WAITING):
@@ -554,7 +581,7 @@ class Simulator:
         for job in borrowers:
             if self._stop_placing(state):
                 return
-            if job.state is _WAITING:
+            if job.state is _WAITING and (self.policy.preemptive or job.gpus_now <= cap[job.vc] - used[job.vc]):
                 self._try_start(job, state, now)
 
     def _try_start(self, job: Job, state: "_PassState", now: float) -> bool:
@@ -575,9 +602,8 @@ class Simulator:
         return False
 
     def _available(self, vc: int) -> int:
-        """GPUs a job of ``vc`` may take now: free ones, within quota unless lending."""
-        free = self.cluster.total_free
-        return free if self.lending else min(free, self.quota[vc] - self.vc_used[vc])
+        """GPUs a job of ``vc`` may take now: free ones, within its VC's maximum capacity."""
+        return min(self.cluster.total_free, self.vc_cap[vc] - self.vc_used[vc])
 
     def admissible(self, job: Job) -> bool:
         return job.gpus_now <= self._available(job.vc)
@@ -593,7 +619,7 @@ class Simulator:
         for v, by_gpus in enumerate(self._groups):
             if not by_gpus:
                 continue
-            avail = free if self.lending else min(free, self.quota[v] - self.vc_used[v])
+            avail = min(free, self.vc_cap[v] - self.vc_used[v])
             seen = self._avail_seen[v]
             if avail == seen:
                 continue
@@ -621,6 +647,54 @@ class Simulator:
             if job.cause is not None:
                 job.delay[job.cause] += now - job.cause_since
             job.cause, job.cause_since = cause, now
+
+    # ---------------------------------------------------------------- reclaim
+    def _starved_vcs(self) -> list[int]:
+        """VCs below their quota with a waiting job that fits within it (it waits for GPUs lent out)."""
+        quota, used = self.quota, self.vc_used
+        return [v for v, by_gpus in enumerate(self._groups)
+                if by_gpus and used[v] < quota[v] and min(by_gpus) <= quota[v] - used[v]]
+
+    def _on_reclaim(self, _job: Job, _token: int, now: float) -> None:
+        """A monitoring check of the Capacity Scheduler's preemption policy (:mod:`.sharing`).
+
+        The head jobs of starved VCs that have been seen starved at every check
+        for ``max_wait_before_kill_s`` get borrowed GPUs back, VC by VC in index order.
+        """
+        self._reclaim_pending = False
+        self._reclaim_checks += 1
+        check, wait = self._reclaim_checks, self.reclaim.max_wait_before_kill_s
+        for v in self._starved_vcs():
+            heads = sorted((group[0] for by_level in self._groups[v].values() for group in by_level.values()),
+                           key=lambda item: item[0])
+            for _, job in heads:
+                if job.state is not _WAITING or job.gpus_now > self.quota[v] - self.vc_used[v]:
+                    continue
+                if job.starved_check != check - 1:
+                    job.starved_since = now
+                job.starved_check = check
+                if now - job.starved_since >= wait:
+                    self._reclaim_for(job, now)
+        if self._starved_vcs():
+            self._reclaim_pending = True
+            self.schedule(now + self.reclaim.monitoring_interval_s, EventKind.RECLAIM, self.jobs[0], 0)
+
+    def _reclaim_for(self, job: Job, now: float) -> bool:
+        """Preempt borrowers of VCs above their quota (in the reclaim's victim order) so that ``job`` starts."""
+        quota, used = self.quota, self.vc_used
+        order = self.reclaim.victim_order(r for r in self.running.values()
+                                          if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
+        # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed)
+        victims = self._choose_victims(job, (r for r in order if used[r.vc] > quota[r.vc]))
+        if victims is None:
+            return False
+        for victim in victims:
+            self._preempt_job(victim, now)
+            if not self.reclaim.keep_progress:
+                victim.work_left = victim.target_work
+        counts, level = self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
+        self._start(job, counts, level, now)
+        return True
 
     # ------------------------------------------------------------ preemption
     def _preempt_for(self, job: Job, state: "_PassState", now: float) -> bool:

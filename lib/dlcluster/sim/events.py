@@ -18,3 +18,4 @@ class EventKind(IntEnum):
     ARRIVAL = 2        # a job is submitted
     DEMOTE = 3         # a running job crosses a priority threshold (Tiresias queues)
     RELAX = 4          # a waiting job's locality timeout expires (Philly back-off)
+    RECLAIM = 5        # a monitoring check of the preemption policy: VCs below their quota take lent GPUs back

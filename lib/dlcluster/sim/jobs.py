@@ -46,7 +46,7 @@ class Job:
         "work_left", "speed", "progress_at", "resume_at", "attempt_start", "alloc", "shape", "num_racks",
         "attempt_level", "end_token", "attempt_token", "fail_at",
         # queueing
-        "key", "level", "wait_token", "cause", "cause_since", "delay",
+        "key", "level", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
         # policy state
         "attained", "queue",
         # history
@@ -87,6 +87,8 @@ class Job:
         self.cause = None
         self.cause_since = 0.0
         self.delay = [0.0, 0.0, 0.0]
+        self.starved_since = 0.0
+        self.starved_check = -1
         self.attained = 0.0
         self.queue = 0
         self.num_attempts = 0

@@ -153,6 +153,7 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
     cap = sim.topology.total_gpus
     return {
         "policy": repr(sim.policy), "placement": repr(sim.placement), "lending": sim.lending,
+        "max_capacity": sim.max_capacity, "reclaim": repr(sim.reclaim) if sim.reclaim is not None else None,
         "workload": sim.workload.source, "topology": sim.topology.describe(), "seed": sim.seed,
         "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts().items()},
         "early_stopped": int(jobs["early_stopped"].sum()),
