@@ -120,10 +120,11 @@ def test_dre_first_waits_use_the_matched_duration():
                         "submitted": [epoch] * 3,
                         "last_end": [epoch + pd.Timedelta(seconds=1100), epoch + pd.Timedelta(seconds=400),
                                      epoch + pd.Timedelta(seconds=50)],
-                        "queueing_delay_s": [600.0, 0.0, 0.0]})
+                        "queueing_delay_s": [600.0, 0.0, 0.0], "num_servers": [1, 1, 2]})
     table, excluded = vw.dre_first_waits(rep, dre)
     # d0: first start = 1100 - 1000 = 100 s after submit (DRE recorded 600 s: its last attempt)
     assert list(table["first_wait_s"]) == [100.0] and list(table["recorded_wait_s"]) == [600.0]
+    assert list(table["num_servers"]) == [1]
     assert excluded == {"no matching job in the replay workload": 1, "first start before submit (inconsistent)": 1}
 
 
@@ -302,11 +303,11 @@ def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_
 
 def test_scorecard_marks_each_target():
     from dlcluster.validation import scorecard
-    card = scorecard.scorecard({"occupancy_mae_pp": 4.0, "occupancy_mae_pp_complete": 3.0,
-                                "max_median_ratio": 2.0, "max_ks": float("nan")})
-    assert card["met"].tolist() == [True, True, False, False]
+    card = scorecard.scorecard({"occupancy_mae_pp_complete": 3.0, "max_median_ratio": 2.0, "max_p90_ratio": 1.9,
+                                "max_ks": float("nan"), "servers_spanned_max_ks": 0.15, "latency_only_wait_share": 0.5})
+    assert card["met"].tolist() == [True, False, True, False, True, False]
     text = scorecard.scorecard_text(card)
-    assert text.startswith("2 of 4 validation targets met") and "2.00 (target 1.5)" in text
+    assert text.startswith("3 of 6 validation targets met") and "2.00 (target 1.5)" in text and "0.50 (target 0.2)" in text
 
 
 def test_helios_complete_log_figures_are_the_published_ones():
@@ -331,47 +332,120 @@ def test_complete_log_comparison_on_a_two_job_workload():
     assert excluded == {"VC without a node count (peer mode)": 1}
 
 
+SMALL_SPACE = {"relax_after_s": [60.0, 180.0], "reclaim_after_s": {"low": 60.0, "high": 600.0, "log": True, "off": None}}
+
+
 def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
-    grid = {"relax_after_s": [60, 180]}
-    first = vcache.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
-    files = list(tmp_path.glob("calibration-*.json"))
-    assert [f.name for f in files] == [f"calibration-{first.key}.json"]
-    # the same calibration by hand, as notebook 05 ran it before the cache
-    warm = vw.rfold_replay_workload(public_trace, seed=0, warmup_days=1)
-    waits, _ = vw.dre_first_waits(warm, public_trace.jobs_of("dre"))
-    span = vc.spans(public_trace.occupancy, 2, 3)
-    fresh, trials = vc.calibrate(vw.first_days(warm, 3), public_trace.machines, public_trace.vc_quotas,
-                                 public_trace.occupancy, waits, span["fit"], {"relax_after_s": (60.0, 180.0)})
-    assert first.params == fresh and first.spans == span
-    same = [c for c in trials.columns if c != "wall_s"]   # wall time differs from run to run
-    pd.testing.assert_frame_equal(first.trials[same], trials[same])
-    # read back from the cache (floats spelt differently in the grid are the same calibration)
-    again = vcache.calibrated_params("public", fit_days=2, grid={"relax_after_s": (60.0, 180.0)}, replay_days=3, warmup_days=1,
-                                 cache_dir=tmp_path)
-    assert again.key == first.key and again.params == fresh and again.held_out == first.held_out
-    pd.testing.assert_frame_equal(again.trials, first.trials, check_dtype=False)
-    assert len(again.replay.workload) == len(first.replay.workload) and len(again.full_replay.workload) == 111549
-    other = vcache.calibrated_params("public", fit_days=2, grid={"relax_after_s": [60]}, replay_days=3, warmup_days=1,
-                                 cache_dir=tmp_path)
-    assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
-    with pytest.raises(ValueError, match="not ReplayParams fields"):
-        vcache.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)
+    first = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
+                                     cache_dir=tmp_path)
+    files = sorted(f.name for f in tmp_path.glob("calibration-*"))
+    assert files == [f"calibration-{first.key}.db", f"calibration-{first.key}.json"]
+    assert len(first.trials) == 3
+    # the first trial is the start point: unlimited lending, no reclaim, relax after 3 min, overhead-only latency
+    assert first.trials.loc[0, "relax_after_s"] == 180.0 and first.trials["reclaim_after_s"].isna()[0]
+    # the same search again, without the cache (a new study): the same trials, the same best (deterministic)
+    fresh = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
+                                     cache_dir=tmp_path / "fresh")
+    same = [c for c in first.trials.columns if c != "wall_s"]
+    pd.testing.assert_frame_equal(first.trials[same], fresh.trials[same])
+    assert fresh.params == first.params and fresh.held_out == first.held_out
+    # the best trial is the lowest objective, and the calibrated params are its values
+    best = first.trials.loc[first.trials["objective"].idxmin()]
+    assert first.params.relax_after_s == best["relax_after_s"]
+    # read back from the cache (floats spelt differently in the space are the same calibration)
+    again = vcache.calibrated_params("public", fit_days=2, space={**SMALL_SPACE, "relax_after_s": [60, 180]}, n_trials=3,
+                                     replay_days=3, warmup_days=1, cache_dir=tmp_path)
+    assert again.key != first.key or again.params == first.params
+    other = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=2, replay_days=3, warmup_days=1,
+                                     cache_dir=tmp_path)
+    assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) >= 2
+    assert len(again.full_replay.workload) == 111549
+    with pytest.raises(ValueError, match="not a ReplayParams field"):
+        vcache.calibrated_params("public", space={"nope": [1]}, cache_dir=tmp_path)
 
 
-def test_ablation_switches_each_ingredient_the_other_way_and_fits_simpler_latencies_on_the_same_span():
+def test_an_interrupted_search_resumes_its_study(tmp_path):
+    """Trials already completed are kept: a second call runs only the missing ones."""
+    from dlcluster.validation import search as sr
+    calls = []
+
+    def objective(params):
+        calls.append(params.relax_after_s)
+        value = abs(params.relax_after_s - 300.0)
+        return vc.Evaluation(value, 0.0, 0.0, 0.0, value)
+
+    space = {"relax_after_s": {"low": 30.0, "high": 1800.0, "log": True}}
+    start = vc.ReplayParams()
+    best3, trials3 = sr.search(objective, start, space, 3, tmp_path / "s.db", "s", seed=1)
+    assert len(calls) == 3 and calls[0] == 180.0 and len(trials3) == 3   # the start point first
+    best6, trials6 = sr.search(objective, start, space, 6, tmp_path / "s.db", "s", seed=1)
+    assert len(calls) == 6 and trials6["trial"].tolist() == list(range(6))
+    pd.testing.assert_frame_equal(trials6.head(3), trials3)
+    assert abs(best6.relax_after_s - 300) <= abs(best3.relax_after_s - 300)
+    # the same search from scratch proposes the same trials
+    _, again = sr.search(objective, start, space, 6, tmp_path / "t.db", "t", seed=1)
+    pd.testing.assert_frame_equal(again, trials6)
+    with pytest.raises(ValueError, match="must be a list of values or"):
+        sr.check_space({"relax_after_s": {"low": 1.0}})
+
+
+def test_overhead_latency_is_fitted_on_the_fast_waits_only():
+    # 40% of waits ~12 s (the overhead), the rest ~400 s: only the first are fitted
+    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1), _two_mode_waits(300, 700, 14.0, 1000.0, "5-8", 2)])
+    span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
+    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row)) for row in vc.fit_overhead_latency(waits, span)}
+    assert set(rows) == {"all", "2-4", "5-8"}
+    assert rows["2-4"]["fast_share"] == 1.0 and rows["2-4"]["fast_median_s"] == pytest.approx(12.0, rel=0.05)
+    assert rows["5-8"]["fast_median_s"] == pytest.approx(14.0, rel=0.05)
+    assert rows["2-4"]["fast_sigma"] == pytest.approx(0.3, rel=0.15)
+    draws = vc.scheduler_latency(vc.ReplayParams(latency_mixture=vc.fit_overhead_latency(waits, span)),
+                                 np.full(20000, 4), seed=0)
+    assert np.quantile(draws, 0.99) < 40   # the overhead alone never makes a long wait
+
+
+def test_servers_spanned_pairs_each_record_with_its_replayed_job():
+    # two 8-GPU jobs on two 4-GPU servers: each spans 2 servers in the replay; the records say 1 and 2
+    rep = _replay_of_two_dre_jobs(arrival_s=[0.0, 5000.0], num_gpus=[8, 8], service_s=[1000.0, 1000.0])
+    machines = pd.DataFrame({"machine": ["m0", "m1"], "num_gpus": [4, 4]})
+    quotas = pd.DataFrame({"vc": ["a"], "nodes": [1], "gpus": [8]})
+    replay = vc.run_replay(rep, machines, quotas, vc.ReplayParams(locality="any"))
+    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"], "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
+                         "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [0.0, 0.0], "num_servers": [1, 2]})
+    spanned = vc.servers_spanned(replay, real)
+    assert spanned.set_index("jobid")[["real_servers", "simulated_servers"]].to_dict("index") == {
+        "d0": {"real_servers": 1, "simulated_servers": 2}, "d1": {"real_servers": 2, "simulated_servers": 2}}
+    table = vc.servers_spanned_table(spanned)
+    assert table.loc["5-8", "ks"] == 0.5 and table.loc["5-8", "real_one_server_share"] == 0.5
+    causes = vc.wait_by_cause(replay)
+    assert causes == {"fair_share": 0.0, "fragmentation": 0.0, "backoff": 0.0, "latency": 0.0}
+
+
+def test_ablation_removes_each_contention_ingredient_and_keeps_the_model_before_it():
     waits = pd.concat([_two_mode_waits(400, 600, 12.0, 400.0, "2-4", 1), _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
-    best = vc.ReplayParams(locality="any", latency_mixture=vc.fit_latency_mixture(waits, span))
+    best = vc.ReplayParams(locality="relax", max_capacity_factor=1.5, reclaim_after_s=120.0,
+                           latency_mixture=vc.fit_overhead_latency(waits, span))
     variants = vc.ablation_variants(best, waits, span)
+    assert variants["no reclaim"].reclaim_after_s is None
+    assert variants["no cap (unlimited lending)"].max_capacity_factor is None
     assert variants["lending off"].lending is False
-    assert variants["locality on (racks, relax back-off)"].locality == "relax"
-    assert "no locality (no racks, no back-off)" not in variants
-    assert variants["no scheduler latency"].latency_mixture == () and variants["no scheduler latency"].latency_s == 0
-    assert [row[0] for row in variants["latency mixture the same for all sizes"].latency_mixture] == ["all"]
-    assert variants["latency one lognormal for all sizes"].latency_mixture[0][1] == 0.0
-    assert variants["latency the median wait for every job"].latency_mixture[0][5] == 0.0
-    # every variant changes only the fields of the one ingredient it removes or switches
+    assert variants["no locality (no racks, no back-off)"].locality == "any"
+    assert variants["no VC quotas"].quotas is False
+    assert variants["no scheduler latency"].latency_mixture == ()
+    before = variants["latency fitted to the real waits, no contention"]
+    assert before.max_capacity_factor is None and before.reclaim_after_s is None
+    assert before.latency_mixture[1][1] < 1   # a two-mode mixture: its slow mode draws the queueing
     for name, params in variants.items():
-        changed = [k for k, v in asdict(params).items() if v != asdict(best)[k]]
-        assert len(changed) >= 1 and set(changed) <= {"lending", "locality", "quotas", "latency_s", "latency_mixture"}, name
-    assert "no locality (no racks, no back-off)" in vc.ablation_variants(vc.ReplayParams(locality="relax"))
+        changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
+        assert changed, name
+    assert "no reclaim" not in vc.ablation_variants(vc.ReplayParams())
+
+
+def test_sharing_options_give_each_vc_its_cap_and_the_reclaim():
+    params = vc.ReplayParams(max_capacity_factor=1.5, reclaim_after_s=90.0)
+    options = vc.sharing_options(params, {"a": 64, "b": 4}, 3205, ["a", "b", "c"])
+    # caps: 1.5 x quota, at least the quota and one 8-GPU server (c has no quota)
+    assert options["max_capacity"] == {"a": 96, "b": 8, "c": 8}
+    assert options["reclaim"].max_wait_before_kill_s == 90.0 and not options["reclaim"].keep_progress
+    assert vc.sharing_options(vc.ReplayParams(), {"a": 64}, 3205, ["a"]) == {"lending": True}
+    assert vc.sharing_options(params, None, 3205, ["a"]) == {"lending": True}

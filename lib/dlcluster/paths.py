@@ -44,3 +44,9 @@ def ingested_philly_dir() -> Path:
 
 def reports_dir() -> Path:
     return repo_root() / "reports"
+
+
+def cache_dir() -> Path:
+    """Where cached calibrations and sweep cells live: ``DLCLUSTER_CACHE_DIR``, else ``reports/.sweep-cache``."""
+    env = os.environ.get("DLCLUSTER_CACHE_DIR")
+    return Path(env).resolve() if env else repo_root() / "reports" / ".sweep-cache"

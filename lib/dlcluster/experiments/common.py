@@ -120,7 +120,7 @@ class ValidatedReplay:
     fit_days: float = 35
     replay_days: float | None = None
     warmup_days: float | None = None        # the calibration's warm-up (None: every RFold job)
-    calibration_grid: tuple | None = None   # ((parameter, (values, ...)), ...); None: DEFAULT_GRID
+    calibration_trials: int = 60            # the calibration's search (dlcluster.validation.calibration)
     window_days: float = 10.0
     window_warmup_days: float = 14.0
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
@@ -131,15 +131,12 @@ class ValidatedReplay:
 
     @classmethod
     def from_cell(cls, value: dict) -> "ValidatedReplay":
-        grid = value.get("calibration_grid")
-        return cls(**{**value, "calibration_grid": None if grid is None else
-                      tuple((k, tuple(v)) for k, v in grid)})
+        return cls(**value)
 
     def calibration(self, trace: str, cache_dir=None):
         """The cached calibration these experiments run on (:func:`dlcluster.validation.calibration.calibrated_params`)."""
         from ..validation.calibration import calibrated_params
-        return calibrated_params(trace, self.fit_days, self.vc_seed,
-                                 None if self.calibration_grid is None else dict(self.calibration_grid),
+        return calibrated_params(trace, self.fit_days, self.vc_seed, None, self.calibration_trials,
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)
 
 

@@ -85,14 +85,14 @@ GRIDS = {
                      failure_models=("fitted",), policies=tuple(POLICY_NAMES),
                      experiment_loads=("real",), policy_loads=("real", 0.8, 1.25), oracle_loads=("real",),
                      replay=ValidatedReplay(window_days=6.0, window_warmup_days=14.0)),
-    # notebook 05's small calibration (7 fit days, 12 days replayed), 1-day windows warm-started 1 day before:
-    # a quick run, not a result. Its relax timeouts are the calibration grid's, so the calibrated one is among them
+    # notebook 05's small calibration (7 fit days, 12 days replayed, 4 trials), 1-day windows warm-started 1 day
+    # before: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                       relax_after_s=(60.0, 180.0), tolerances=(0.01,), failure_models=("illustrative",),
                       policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
                       oracle_loads=(),
                       replay=ValidatedReplay(fit_days=7, replay_days=12, warmup_days=7,
-                                             calibration_grid=(("relax_after_s", (60.0, 180.0)),), window_days=1.0,
+                                             calibration_trials=4, window_days=1.0,
                                              window_warmup_days=1.0)),
     # before the validated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
     # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks

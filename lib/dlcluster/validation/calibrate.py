@@ -35,6 +35,7 @@ from scipy import stats
 
 from ..report.progress import emit as emit_progress
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
+from ..sim.sharing import Reclaim
 from ..sim.workload import quotas_from_table
 from ..trace.schema import size_bucket
 from .replay import compare_delays
@@ -50,6 +51,12 @@ class ReplayParams:
 
     unknown_vc_quota: str = "none"   # "none": VCs without a public node count only borrow; "demand": see vc_quotas
     lending: bool = True
+    # YARN's maximum-capacity of each VC: this multiple of its quota (at least MIN_CAP_GPUS); None: unlimited lending
+    max_capacity_factor: float | None = None
+    # YARN's max_wait_before_kill: a VC below its quota preempts borrowers after its job starved this long;
+    # None: no reclaim (borrowed GPUs are never taken back)
+    reclaim_after_s: float | None = None
+    reclaim_keeps_progress: bool = False
     relax_after_s: float = 180.0
     rack_size: int = 16
     placement: str = "most_free"
@@ -64,12 +71,17 @@ class ReplayParams:
     def label(self) -> str:
         if self.latency_mixture:
             latency = "mixture (" + ", ".join(
+                f"{row[0]}: ~{row[2]:.0f}s" if row[1] >= 1 else
                 f"{row[0]}: {row[1]:.0%} at ~{row[2]:.0f}s, else ~{row[4]:.0f}s" if row[1] else f"{row[0]}: ~{row[4]:.0f}s"
                 for row in self.latency_mixture) + ")"
         else:
             latency = f"{self.latency_s:g}s (spread {self.latency_spread:g})"
+        lending = "off" if not self.lending else ("unlimited" if self.max_capacity_factor is None else
+                                                  f"up to {self.max_capacity_factor:.2f}x quota")
+        reclaim = "off" if self.reclaim_after_s is None else (
+            f"after {self.reclaim_after_s:g}s ({'resume' if self.reclaim_keeps_progress else 'restart'})")
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
-                f"lending={'on' if self.lending else 'off'}, locality={self.locality}, "
+                f"lending={lending}, reclaim={reclaim}, locality={self.locality}, "
                 f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
                 f"latency={latency}, policy={self.policy}")
 
@@ -168,6 +180,34 @@ def fit_latency_mixture(real_waits: pd.DataFrame, span: tuple, by_size: bool = T
     return tuple(rows)
 
 
+#: Real first-attempt waits at or below this are the scheduler's own overhead, not queueing: the fast mode of the
+#: waits (median ~13 s, sigma ~0.4 in log seconds) puts 40 s about 2.7 sigma above its median, and the slow
+#: mode (medians of minutes to hours) has little mass below it.
+OVERHEAD_CUT_S = 40.0
+
+
+def fit_overhead_latency(real_waits: pd.DataFrame, span: tuple, cut_s: float = OVERHEAD_CUT_S,
+                         min_records: int = 20) -> tuple:
+    """The scheduler's own overhead: a lognormal per size bucket fitted to the real waits at or below ``cut_s``.
+
+    Only the launch overhead is drawn; every longer wait must come from the
+    simulated contention. Median and sigma of the log waits (floored at 1 s)
+    submitted in ``span``; rows of :data:`LATENCY_FIELDS` with a fast-mode share
+    of 1, one ``"all"`` row and one per bucket of the records with ``min_records``.
+    """
+    part = in_span(real_waits, span)
+    part = part[part["first_wait_s"] <= cut_s]
+    groups = [("all", part)] + [(b, part[part["bucket"] == b]) for b in DELAY_BUCKETS
+                                if (part["bucket"] == b).sum() >= min_records]
+    rows = []
+    for bucket, group in groups:
+        x = np.log(np.maximum(group["first_wait_s"].to_numpy(float), 1.0))
+        if len(x) < min_records:
+            raise ValueError(f"fit_overhead_latency: {len(x)} real waits <= {cut_s:g} s in the span, need {min_records}")
+        rows.append((bucket, 1.0, round(float(np.exp(np.median(x))), 6), round(float(x.std()), 6), 0.0, 0.0))
+    return tuple(rows)
+
+
 def latency_row(mixture: tuple, bucket: str) -> tuple:
     """The row of a fitted latency model that jobs of size ``bucket`` draw from: their bucket's, else ``"all"``."""
     rows = {row[0]: row for row in mixture}
@@ -246,12 +286,36 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     latency = scheduler_latency(params, workload.num_gpus, seed)
     if latency.any():
         workload = replace(workload, arrival_s=workload.arrival_s + latency)
+    sharing = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)))
     return ReplaySetup(workload, topology, quotas, policy,
-                       {"lending": params.lending, "placement": params.placement, "slowdown": None}, latency)
+                       {**sharing, "placement": params.placement, "slowdown": None}, latency)
+
+
+#: The smallest maximum capacity a VC gets (one 8-GPU server), so that a VC without a quota can still run a job.
+MIN_CAP_GPUS = 8
+
+
+def max_capacity(quota: int, factor: float) -> int:
+    """A VC's maximum capacity: ``factor`` x its quota, at least its quota and :data:`MIN_CAP_GPUS`."""
+    return max(quota, int(np.floor(quota * factor)), MIN_CAP_GPUS)
+
+
+def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, vcs) -> dict:
+    """The simulator's sharing options (:mod:`dlcluster.sim.sharing`) for ``params`` and the workload's ``vcs``."""
+    options = {"lending": params.lending}
+    if quotas is None or not params.lending:
+        return options
+    if params.max_capacity_factor is not None:
+        options["max_capacity"] = {str(vc): max_capacity(int(quotas.get(vc, 0)), params.max_capacity_factor)
+                                   for vc in vcs}
+    if params.reclaim_after_s is not None:
+        options["reclaim"] = Reclaim(max_wait_before_kill_s=float(params.reclaim_after_s),
+                                     keep_progress=params.reclaim_keeps_progress)
+    return options
 
 
 def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
-               params: ReplayParams = ReplayParams(), seed: int = 0) -> Replay:
+               params: ReplayParams = ReplayParams(), seed: int = 0, quota_workload=None) -> Replay:
     """Simulate the workload on the reconstructed machines with ``params`` (ideal speed: no slowdown model).
 
     The service times are the real jobs' durations, which already contain
@@ -259,8 +323,9 @@ def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Data
     Each job enters the queue :func:`scheduler_latency` after its submit (the
     time Philly's scheduler and launcher take before a job can be placed, an
     unknown); the job's wait is still counted from its real submit time.
+    ``quota_workload``: as for :func:`replay_setup`.
     """
-    setup = replay_setup(replay, machines, vc_table, params, seed=seed)
+    setup = replay_setup(replay, machines, vc_table, params, quota_workload=quota_workload, seed=seed)
     result = simulate(setup.workload, setup.topology, setup.policy, quotas=setup.quotas, seed=seed, **setup.options)
     return Replay(result, params, setup.quotas, replay, setup.latency_s)
 
@@ -377,6 +442,7 @@ def delay_table(pairs: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
                            part.rename(columns={"simulated_s": "delay_s"})[["bucket", "delay_s"]])
     table = table.reindex([b for b in DELAY_BUCKETS if b in table.index])
     table["median_ratio"] = table["simulated_median_s"] / table["real_median_s"]
+    table["p90_ratio"] = table["simulated_p90_s"] / table["real_p90_s"]
     return table
 
 
@@ -392,11 +458,18 @@ def vc_ks(pairs: pd.DataFrame, span: tuple | None = None, top: int = 5) -> pd.Da
     return pd.DataFrame(rows).set_index("vc")
 
 
-def log_median_error(table: pd.DataFrame, floor_s: float = 1.0) -> float:
-    """Mean over buckets of |ln(replay median / real median)| (medians floored at ``floor_s``)."""
-    s = np.maximum(table["simulated_median_s"].to_numpy(float), floor_s)
-    r = np.maximum(table["real_median_s"].to_numpy(float), floor_s)
+def log_median_error(table: pd.DataFrame, floor_s: float = 1.0, stat: str = "median") -> float:
+    """Mean over buckets of |ln(replay / real)| of the median (or ``stat="p90"``), both floored at ``floor_s``."""
+    s = np.maximum(table[f"simulated_{stat}_s"].to_numpy(float), floor_s)
+    r = np.maximum(table[f"real_{stat}_s"].to_numpy(float), floor_s)
     return float(np.mean(np.abs(np.log(s / r))))
+
+
+def either_way(ratios) -> float:
+    """The largest of the ratios taken either way (2 and 0.5 both count as 2); NaN if there is none."""
+    r = np.asarray(ratios, float)
+    r = r[np.isfinite(r) & (r > 0)]
+    return float(np.max(np.maximum(r, 1.0 / r))) if len(r) else float("nan")
 
 
 def allocated_share(result, span: tuple) -> float:
@@ -423,110 +496,130 @@ def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
 
 @dataclass(frozen=True)
 class Evaluation:
+    """The calibration objective's parts on one span, and the objective."""
+
     occupancy_mae_pp: float
     log_median_error: float
+    log_p90_error: float
     mean_ks: float
     objective: float
 
 
+#: Weight of the wait terms in the objective: one unit of log error (a factor of e) or of KS costs as much as 10
+#: points of occupancy error.
+DELAY_WEIGHT = 10.0
+
+
 def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
-             delay_weight: float = 10.0) -> Evaluation:
-    """The calibration objective on one span: occupancy MAE (pp) + ``delay_weight`` x (log median error + mean KS)."""
+             delay_weight: float = DELAY_WEIGHT) -> Evaluation:
+    """The calibration objective on one span.
+
+    Occupancy MAE (points) + ``delay_weight`` x (mean |ln(replay/real median)| + mean |ln(replay/real p90)| + mean
+    KS) of the first-attempt waits per size bucket (the DRE records submitted in the span, job for job).
+    """
     mae = mae_points(simulated_occupancy(rep.result), real_occupancy(occupancy), span)
     delays = delay_table(paired_delays(rep, real_waits), span)
-    err = log_median_error(delays)
+    med, p90 = log_median_error(delays), log_median_error(delays, stat="p90")
     ks = float(delays["ks_statistic"].mean())
-    return Evaluation(mae, err, ks, mae + delay_weight * (err + ks))
-
-
-def objective(evaluation: Evaluation) -> float:
-    return evaluation.objective
-
-
-# --------------------------------------------------------------------------- search
-
-DEFAULT_GRID = {   # visited in this order; the scheduler latency is fitted before (fit_latency_mixture)
-    "relax_after_s": (60.0, 180.0, 600.0),
-    "locality": ("relax", "any"),
-    "lending": (True, False),
-    "unknown_vc_quota": ("none", "demand"),
-    "rack_size": (16, 32),
-    "placement": ("most_free", "best_fit"),
-}
-
-
-def calibrate(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
-              real_waits: pd.DataFrame, fit_span: tuple, grid: dict | None = None,
-              start: ReplayParams = ReplayParams(), rounds: int = 1, delay_weight: float = 10.0,
-              fit_latency: bool = True):
-    """Coordinate descent over ``grid`` on the fit span; returns ``(best params, trials table)``.
-
-    ``fit_latency``: first set the scheduler latency of ``start`` to
-    :func:`fit_latency_mixture` of the fit span's real waits (the grid then
-    needs no latency axes). Axes are visited in the grid's order; on each, every value is tried with the
-    other parameters at their current best, and the best value kept (ties keep
-    the earlier value). Simulations already run are reused. Deterministic.
-    """
-    grid = grid or DEFAULT_GRID
-    unknown = set(grid) - set(asdict(start))
-    if unknown:
-        raise ValueError(f"calibrate: grid axes {sorted(unknown)} are not ReplayParams fields")
-    if fit_latency:
-        start = replace(start, latency_mixture=fit_latency_mixture(real_waits, fit_span))
-    seen: dict = {}
-    rows = []
-    # at most one simulation per grid value plus the start (values equal to the current best are reused)
-    budget = 1 + sum(len(values) for values in grid.values()) * rounds
-    started = time.monotonic()
-
-    def score(params: ReplayParams) -> float:
-        if params not in seen:
-            emit_progress({"event": "sweep", "done": len(seen), "total": budget, "cached": 0,
-                           "elapsed_s": time.monotonic() - started})
-            rep = run_replay(replay, machines, vc_table, params)
-            ev = evaluate(rep, occupancy, real_waits, fit_span, delay_weight)
-            seen[params] = ev.objective
-            fields = {k: v for k, v in asdict(params).items() if k != "latency_mixture"}   # the same in every trial
-            rows.append({**fields, "occupancy_mae_pp": ev.occupancy_mae_pp,
-                         "log_median_error": ev.log_median_error, "mean_ks": ev.mean_ks, "objective": ev.objective,
-                         "wall_s": rep.result.summary["wall_s"]})
-        return seen[params]
-
-    best = start
-    best_score = score(best)
-    for _ in range(rounds):
-        for axis, values in grid.items():
-            for value in values:
-                candidate = replace(best, **{axis: value})
-                s = score(candidate)
-                if s < best_score - 1e-12:
-                    best, best_score = candidate, s
-    emit_progress({"event": "sweep", "done": len(seen), "total": len(seen), "cached": 0,
-                   "elapsed_s": time.monotonic() - started})
-    return best, pd.DataFrame(rows)
+    return Evaluation(mae, med, p90, ks, mae + delay_weight * (med + p90 + ks))
 
 
 # --------------------------------------------------------------------------- validation and ablation
 
 
+def servers_spanned(rep: Replay, real_waits: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
+    """Servers each real multi-GPU job spanned (its DRE record's last attempt) beside the same job in the replay.
+
+    ``real_waits``: :func:`.workload.dre_first_waits`'s table (with ``num_servers``).
+    The replay's figure is its last attempt's; jobs the replay never started are left out.
+    """
+    att = rep.result.attempts.sort_values(["jobid", "attempt"])
+    last = att.groupby("jobid", sort=False)["num_servers"].last()
+    ids = pd.Series(rep.replay.dre_jobid, index=rep.replay.workload.jobid.astype(str)).dropna()
+    simulated = pd.Series(last.reindex(ids.index).to_numpy(), index=ids.astype(str).to_numpy()).dropna()
+    real = in_span(real_waits, span).set_index("jobid")
+    common = real.index.intersection(simulated.index)
+    return pd.DataFrame({"jobid": common, "bucket": real.loc[common, "bucket"].to_numpy(),
+                         "num_gpus": real.loc[common, "num_gpus"].to_numpy(),
+                         "real_servers": real.loc[common, "num_servers"].to_numpy(int),
+                         "simulated_servers": simulated.loc[common].to_numpy(int)})
+
+
+def servers_spanned_table(spanned: pd.DataFrame) -> pd.DataFrame:
+    """Per size bucket: jobs, median and mean servers spanned, real beside replay, and the KS distance."""
+    rows = []
+    for bucket in DELAY_BUCKETS:
+        part = spanned[spanned["bucket"] == bucket]
+        if part.empty:
+            continue
+        rows.append({"bucket": bucket, "jobs": len(part),
+                     "real_median": float(part["real_servers"].median()),
+                     "simulated_median": float(part["simulated_servers"].median()),
+                     "real_mean": float(part["real_servers"].mean()),
+                     "simulated_mean": float(part["simulated_servers"].mean()),
+                     "real_one_server_share": float((part["real_servers"] == 1).mean()),
+                     "simulated_one_server_share": float((part["simulated_servers"] == 1).mean()),
+                     "ks": ks_distance(part["real_servers"], part["simulated_servers"])})
+    return pd.DataFrame(rows).set_index("bucket")
+
+
+def wait_by_cause(rep: Replay, span: tuple | None = None) -> dict:
+    """Seconds of waiting of the jobs submitted in ``span``, by cause: the simulator's three and the latency."""
+    jobs = rep.result.jobs.assign(latency_s=rep.latency_s)
+    jobs = jobs[jobs["queueing_delay_s"].notna()]
+    if span is not None:
+        t = pd.to_datetime(jobs["submitted"])
+        jobs = jobs[(t >= span[0]) & (t < span[1])]
+    return {"fair_share": float(jobs["delay_fair_share_s"].sum()),
+            "fragmentation": float(jobs["delay_fragmentation_s"].sum()),
+            "backoff": float(jobs["delay_backoff_s"].sum()), "latency": float(jobs["latency_s"].sum())}
+
+
+def preemption_figures(rep: Replay, span: tuple | None = None) -> dict:
+    """Attempts ended by a reclaim (job preempted) among jobs submitted in ``span``: count, share, GPU-hours lost.
+
+    Lost GPU-hours are the preempted attempts' GPU time when the reclaim loses
+    progress; with ``reclaim_keeps_progress`` nothing is lost but the wait.
+    """
+    att, jobs = rep.result.attempts, rep.result.jobs
+    if span is not None:
+        t = pd.to_datetime(jobs["submitted"])
+        att = att[att["jobid"].isin(jobs.loc[(t >= span[0]) & (t < span[1]), "jobid"])]
+    pre = att[att["outcome"] == "preempted"]
+    held = float(((pre["end_s"] - pre["start_s"]) * pre["num_gpus"]).sum() / 3600.0)
+    return {"count": int(len(pre)), "attempts": int(len(att)),
+            "share_of_attempts": float(len(pre) / len(att)) if len(att) else float("nan"),
+            "jobs_preempted": int(pre["jobid"].nunique()),
+            "gpu_hours_lost": 0.0 if rep.params.reclaim_keeps_progress else held,
+            "attempts_per_job": float(len(att) / att["jobid"].nunique()) if len(att) else float("nan")}
+
+
 def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
                      gpu_util_cdf: pd.DataFrame | None = None, top_vcs: int = 5,
                      complete_until: pd.Timestamp | None = None) -> dict:
-    """Every validation figure on ``span``: occupancy MAE, delays per bucket, KS per VC, GPU allocation.
+    """Every validation figure on ``span``.
 
-    ``complete_until``: the job set's completeness horizon
-    (:func:`.jobsets.completeness_horizon`); the occupancy MAE is also given on
-    the part of ``span`` before it (``occupancy_mae_pp_complete``).
+    Occupancy MAE (also up to ``complete_until``, the job set's completeness
+    horizon: :func:`.jobsets.completeness_horizon`), first-attempt waits per size
+    bucket (median and p90 ratios), KS per VC, servers spanned per job vs the DRE
+    records, the share of waiting that is latency only, preemptions, and (with
+    ``gpu_util_cdf``) the GPU allocation.
     """
     sim_occ, real_occ = simulated_occupancy(rep.result), real_occupancy(occupancy)
     pairs = paired_delays(rep, real_waits)
     delays = delay_table(pairs, span)
     ks = vc_ks(pairs, span, top_vcs)
+    spanned = servers_spanned_table(servers_spanned(rep, real_waits, span))
+    causes = wait_by_cause(rep, span)
+    total = sum(causes.values())
     complete = span if complete_until is None else (span[0], min(span[1], complete_until))
     out = {"occupancy_mae_pp": mae_points(sim_occ, real_occ, span),
            "occupancy_mae_pp_complete": mae_points(sim_occ, real_occ, complete), "delays": delays, "vc_ks": ks,
-           "max_median_ratio": float(np.max(np.maximum(delays["median_ratio"], 1.0 / delays["median_ratio"]))),
-           "max_ks": float(ks["ks"].max()), "log_median_error": log_median_error(delays)}
+           "max_median_ratio": either_way(delays["median_ratio"]), "max_p90_ratio": either_way(delays["p90_ratio"]),
+           "max_ks": float(ks["ks"].max()), "log_median_error": log_median_error(delays),
+           "servers_spanned": spanned, "servers_spanned_max_ks": float(spanned["ks"].max()),
+           "wait_by_cause_s": causes, "latency_only_wait_share": causes["latency"] / total if total else float("nan"),
+           "preemptions": preemption_figures(rep, span)}
     if gpu_util_cdf is not None:
         out["allocation"] = allocation_vs_idle_gpus(rep.result, gpu_util_cdf, span)
     return out
@@ -535,21 +628,27 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
 def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None, fit_span: tuple | None = None) -> dict:
     """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's).
 
-    With ``real_waits`` and ``fit_span``, the simpler scheduler-latency models
-    are fitted on the same span as the calibrated one and compared with it.
+    Reclaim, the cap, locality, quotas and the latency; with ``real_waits`` and
+    ``fit_span``, also the model before the contention mechanism: the scheduler
+    latency fitted to the whole real waits (a two-mode mixture per size, so its
+    slow mode *is* the queueing) with unlimited lending and no reclaim.
     """
-    variants = {
-        ("lending off" if best.lending else "lending on"): replace(best, lending=not best.lending),
-        **({"no locality (no racks, no back-off)": replace(best, locality="any")} if best.locality != "any" else
-           {"locality on (racks, relax back-off)": replace(best, locality="relax")}),
-        "no VC quotas": replace(best, quotas=False),
-        "no scheduler latency": replace(best, latency_s=0.0, latency_mixture=()),
-    }
+    variants = {}
+    if best.reclaim_after_s is not None:
+        variants["no reclaim"] = replace(best, reclaim_after_s=None)
+    if best.max_capacity_factor is not None:
+        variants["no cap (unlimited lending)"] = replace(best, max_capacity_factor=None)
+    variants["lending off" if best.lending else "lending on"] = replace(best, lending=not best.lending)
+    if best.locality != "any":
+        variants["no locality (no racks, no back-off)"] = replace(best, locality="any")
+    else:
+        variants["locality on (racks, relax back-off)"] = replace(best, locality="relax")
+    variants["no VC quotas"] = replace(best, quotas=False)
+    variants["no scheduler latency"] = replace(best, latency_s=0.0, latency_mixture=())
     if real_waits is not None and fit_span is not None:
-        for name, by_size, modes in (("latency mixture the same for all sizes", False, 2),
-                                     ("latency one lognormal for all sizes", False, 1),
-                                     ("latency the median wait for every job", False, 0)):
-            variants[name] = replace(best, latency_mixture=fit_latency_mixture(real_waits, fit_span, by_size, modes))
+        variants["latency fitted to the real waits, no contention"] = replace(
+            best, latency_mixture=fit_latency_mixture(real_waits, fit_span), max_capacity_factor=None,
+            reclaim_after_s=None, lending=True)
     return variants
 
 
@@ -560,9 +659,9 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
 
     ``done``: ``{name: Replay}`` already simulated (measured first, not rerun).
 
-    Table columns: occupancy MAE (pp; also before ``complete_until``), median ratio (replay / real) and p90 per
-    size bucket, the largest median ratio (either way), the largest KS of the
-    ``top_vcs`` VCs, and the replay's allocated GPU share.
+    Table columns: occupancy MAE (pp; also before ``complete_until``), median and p90 ratio (replay / real) per size
+    bucket, the largest of each (either way), the largest KS of the ``top_vcs`` VCs, of servers spanned, the
+    latency-only share of waiting, preemptions, and the replay's allocated GPU share.
     """
     rows, replays = [], {}
     runs = [(name, rep) for name, rep in (done or {}).items()] + list(variants.items())
@@ -575,10 +674,72 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
                "occupancy_mae_pp_complete": figures["occupancy_mae_pp_complete"]}
         for bucket, r in figures["delays"].iterrows():
             row[f"median_ratio_{bucket}"] = r["median_ratio"]
-            row[f"simulated_p90_s_{bucket}"] = r["simulated_p90_s"]
-        row["max_median_ratio"] = figures["max_median_ratio"]
-        row["max_ks_top_vcs"] = figures["max_ks"]
+            row[f"p90_ratio_{bucket}"] = r["p90_ratio"]
+        for key in ("max_median_ratio", "max_p90_ratio", "max_ks", "servers_spanned_max_ks", "latency_only_wait_share"):
+            row[key] = figures[key]
+        row["preemptions"] = figures["preemptions"]["count"]
         row["allocated_gpu_share"] = allocated_share(rep.result, span)
         row["wall_s"] = rep.result.summary["wall_s"]
         rows.append(row)
     return pd.DataFrame(rows).set_index("variant"), replays
+
+
+def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
+    """(parameter, label of the move, moved params): each fitted value moved, the others kept."""
+    moves = []
+    if best.locality == "relax":
+        for k in (0.5, 2.0):
+            moves.append(("relax_after_s", f"x{k:g}", replace(best, relax_after_s=best.relax_after_s * k)))
+    if best.reclaim_after_s is not None:
+        for k in (0.5, 2.0):
+            moves.append(("reclaim_after_s", f"x{k:g}", replace(best, reclaim_after_s=best.reclaim_after_s * k)))
+        moves.append(("reclaim_after_s", "off", replace(best, reclaim_after_s=None)))
+    else:
+        moves.append(("reclaim_after_s", "on after 300 s", replace(best, reclaim_after_s=300.0)))
+    if best.max_capacity_factor is not None:
+        f = best.max_capacity_factor
+        moves.append(("max_capacity_factor", "halfway to the quota", replace(best, max_capacity_factor=1 + (f - 1) / 2)))
+        moves.append(("max_capacity_factor", "twice as far from it", replace(best, max_capacity_factor=1 + (f - 1) * 2)))
+        moves.append(("max_capacity_factor", "unlimited", replace(best, max_capacity_factor=None)))
+    else:
+        moves.append(("max_capacity_factor", "2x quota", replace(best, max_capacity_factor=2.0)))
+    flips = {"locality": {"relax": "any", "any": "relax"}, "placement": {"most_free": "best_fit", "best_fit": "most_free"},
+             "rack_size": {16: 32, 32: 16}, "unknown_vc_quota": {"none": "demand", "demand": "none"}}
+    for name, other in flips.items():
+        value = other.get(getattr(best, name))
+        if value is not None:
+            moves.append((name, f"{value}", replace(best, **{name: value})))
+    return moves
+
+
+def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
+                occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple) -> pd.DataFrame:
+    """The held-out objective (:func:`evaluate` on ``span``) as each fitted value moves, beside the calibrated one.
+
+    One replay per move: numbers halved and doubled (a maximum capacity moved
+    halfway towards its quota and twice as far), switches flipped.
+    """
+    base = evaluate(run_replay(replay, machines, vc_table, best), occupancy, real_waits, span)
+    rows = []
+    for name, label, params in _moves(best):
+        ev = evaluate(run_replay(replay, machines, vc_table, params), occupancy, real_waits, span)
+        rows.append({"parameter": name, "moved": label, "calibrated": str(getattr(best, name)),
+                     "value": str(getattr(params, name)), "objective": ev.objective,
+                     "objective_change": ev.objective - base.objective,
+                     "occupancy_mae_pp": ev.occupancy_mae_pp, "log_median_error": ev.log_median_error,
+                     "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks})
+    return pd.DataFrame(rows).set_index(["parameter", "moved"])
+
+
+def daily_long_waits(rep: Replay, real_waits: pd.DataFrame, occupancy: pd.DataFrame, span: tuple,
+                     long_s: float = 1000.0, min_records: int = 10) -> pd.DataFrame:
+    """Per day of ``span`` (days with ``min_records``): the share of real first waits over ``long_s``, of the same
+    jobs' waits in the replay, and the real share of servers with a job."""
+    pairs = in_span(paired_delays(rep, real_waits), span)
+    day = pd.to_datetime(pairs["submitted"]).dt.floor("D")
+    table = pairs.assign(day=day, real_long=pairs["real_s"] > long_s, simulated_long=pairs["simulated_s"] > long_s) \
+        .groupby("day").agg(records=("jobid", "size"), real_long_share=("real_long", "mean"),
+                            simulated_long_share=("simulated_long", "mean"))
+    busy = real_occupancy(occupancy, "1D")
+    table["real_busy_share"] = busy.reindex(table.index).to_numpy()
+    return table[table["records"] >= min_records]

@@ -230,7 +230,7 @@ def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame, tolerance_s:
     earlier attempts of a retried job. The first start is recovered from the
     same job in RFold, whose duration is last end - first start:
     first start = DRE end - duration. Returns a table (jobid, vc, submitted,
-    num_gpus, bucket, recorded_wait_s, first_wait_s) and the counts of records
+    num_gpus, bucket, recorded_wait_s, first_wait_s, num_servers: of the last attempt) and the counts of records
     left out (no RFold match; first start before submit by more than
     ``tolerance_s``, i.e. inconsistent), so none is lost silently.
     """
@@ -250,5 +250,5 @@ def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame, tolerance_s:
                           "submitted": rec["submitted"].to_numpy(), "num_gpus": rec["num_gpus"].astype(int).to_numpy(),
                           "bucket": size_bucket(rec["num_gpus"].astype(float)).astype(str).to_numpy(),
                           "recorded_wait_s": rec["queueing_delay_s"].astype(float).to_numpy(),
-                          "first_wait_s": first.to_numpy()})
+                          "first_wait_s": first.to_numpy(), "num_servers": rec["num_servers"].astype(int).to_numpy()})
     return table, excluded

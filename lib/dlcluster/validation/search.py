@@ -1,0 +1,149 @@
+"""The calibration's search: an Optuna study over the replay's unknown parameters, on the fit span only.
+
+With the contention mechanism the replay has more unknowns than a grid can
+cover: the quotas of the VCs without a public node count, each VC's maximum
+capacity, the reclaim wait, locality, the relax timeout, placement and rack
+size. :func:`search` minimises :func:`.calibrate.evaluate`'s objective on the
+fit span with Optuna's TPE sampler.
+
+* **Stored and resumable**: the study lives in an SQLite file; a search stopped
+  by Ctrl-C continues where it stopped when run again (trials already
+  completed are kept, the one interrupted is lost).
+* **Deterministic**: the trials given by :data:`START_POINTS` come first; then
+  each trial's sampler is seeded with the search seed and the trial's number,
+  so an uninterrupted search with the same inputs proposes the same trials
+  (the objective is deterministic too).
+* **Space**: :data:`DEFAULT_SPACE`; a list of values is a categorical axis, a
+  ``{"low", "high", "log"}`` mapping a range, and ``"off"`` in it a value
+  (None) that the axis may also take, e.g. no reclaim at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..report.progress import emit as emit_progress
+from .calibrate import Evaluation, ReplayParams
+
+DEFAULT_SPACE = {
+    "unknown_vc_quota": ["none", "demand"],
+    "max_capacity_factor": {"low": 1.0, "high": 4.0, "log": True, "off": None},
+    "reclaim_after_s": {"low": 15.0, "high": 3600.0, "log": True, "off": None},
+    "relax_after_s": {"low": 30.0, "high": 1800.0, "log": True},
+    "locality": ["relax", "any"],
+    "placement": ["most_free", "best_fit"],
+    "rack_size": [16, 32],
+}
+
+#: Evaluated first, with the start parameters on the other axes: the simulator's settings before the contention
+#: mechanism (unlimited lending without reclaim), and caps at the quotas (no borrowing beyond them).
+START_POINTS = ({"max_capacity_factor": None, "reclaim_after_s": None},
+                {"max_capacity_factor": 1.0, "reclaim_after_s": None})
+
+
+def check_space(space: dict) -> dict:
+    """The space with every axis checked: a known :class:`ReplayParams` field, a list or a range."""
+    fields = set(asdict(ReplayParams()))
+    for name, axis in space.items():
+        if name not in fields:
+            raise ValueError(f"calibration space: {name!r} is not a ReplayParams field")
+        if isinstance(axis, dict):
+            if not {"low", "high"} <= set(axis) or set(axis) - {"low", "high", "log", "off"}:
+                raise ValueError(f"calibration space: {name!r} must be a list of values or "
+                                 f"{{low, high[, log][, off]}}, got {axis!r}")
+            if not axis["low"] <= axis["high"]:
+                raise ValueError(f"calibration space: {name!r} has low > high")
+        elif not isinstance(axis, (list, tuple)) or not axis:
+            raise ValueError(f"calibration space: {name!r} must be a non-empty list or a range, got {axis!r}")
+    return space
+
+
+def suggest(trial, space: dict, start: ReplayParams) -> ReplayParams:
+    """The trial's parameters: ``start`` with each axis of ``space`` drawn by the trial."""
+    values = {}
+    for name, axis in space.items():
+        if isinstance(axis, dict):
+            if "off" in axis and not trial.suggest_categorical(f"{name}:on", [True, False]):
+                values[name] = axis["off"]
+                continue
+            values[name] = trial.suggest_float(name, float(axis["low"]), float(axis["high"]),
+                                               log=bool(axis.get("log", False)))
+        else:
+            values[name] = trial.suggest_categorical(name, list(axis))
+    return replace(start, **values)
+
+
+def _enqueue(point: dict, space: dict, start: ReplayParams) -> dict:
+    """A start point as a trial's raw parameters: ``start``'s values, overridden by ``point``, on every axis.
+
+    An ``off`` value switches its axis off; a value outside the axis (a space narrowed for a quick run) is left to
+    the sampler.
+    """
+    out = {}
+    for name, axis in space.items():
+        value = point.get(name, getattr(start, name))
+        if isinstance(axis, dict):
+            if "off" in axis:
+                out[f"{name}:on"] = value is not None
+                if value is None:
+                    continue
+            if value is not None and axis["low"] <= value <= axis["high"]:
+                out[name] = value
+        elif value in axis:
+            out[name] = value
+    return out
+
+
+def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams, space: dict, n_trials: int,
+           storage: str | Path, study_name: str, seed: int = 0) -> tuple[ReplayParams, pd.DataFrame]:
+    """Minimise ``objective`` over ``space`` in ``n_trials`` trials; returns (best params, one row per trial).
+
+    ``storage``: the SQLite file of the study (created, or continued when it
+    holds trials of ``study_name``).
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    check_space(space)
+    study = optuna.create_study(study_name=study_name, storage=f"sqlite:///{Path(storage)}", load_if_exists=True,
+                                direction="minimize")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not study.trials:
+        for point in START_POINTS:
+            study.enqueue_trial(_enqueue(point, space, start), skip_if_exists=True)
+    started = time.monotonic()
+    while len(done) < n_trials:
+        emit_progress({"event": "sweep", "done": len(done), "total": n_trials, "cached": 0,
+                       "elapsed_s": time.monotonic() - started})
+        study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials))
+        trial = study.ask()
+        params = suggest(trial, space, start)
+        ev = objective(params)
+        for key, value in asdict(ev).items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, ev.objective)
+        done.append(trial)
+    emit_progress({"event": "sweep", "done": n_trials, "total": n_trials, "cached": 0,
+                   "elapsed_s": time.monotonic() - started})
+    completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE][:n_trials]
+    rows = []
+    for t in completed:
+        params = _params_of(t, space, start)
+        fields = {name: getattr(params, name) for name in space}
+        rows.append({"trial": t.number, **fields, **t.user_attrs})
+    trials = pd.DataFrame(rows)
+    best = min(completed, key=lambda t: (t.value, t.number))
+    return _params_of(best, space, start), trials
+
+
+def _params_of(trial, space: dict, start: ReplayParams) -> ReplayParams:
+    values = {}
+    for name, axis in space.items():
+        off = isinstance(axis, dict) and "off" in axis and not trial.params.get(f"{name}:on", True)
+        values[name] = axis["off"] if off else trial.params[name]
+    return replace(start, **values)
