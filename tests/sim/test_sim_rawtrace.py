@@ -99,3 +99,28 @@ def test_loader_reads_the_simulated_run_like_the_real_trace(tmp_path):
     assert np.allclose(jobs.loc[ran.index, "queueing_delay_s"], ran["queueing_delay_s"], atol=1)
     assert set(trace.machines["machine"]) == {"m4", "m9"}
     assert trace.gpu_util is not None and len(trace.gpu_util) > 0
+
+
+def test_job_levels_come_from_the_real_cluster_cdf_less_its_idle_gpus():
+    """Not a parameter chosen to give 52%: the real CDF, with the run's idle GPUs taken off its mass at 0%."""
+    import numpy as np
+    import pandas as pd
+
+    from dlcluster.paths import public_dir
+    from dlcluster.sim.rawtrace import draw_job_levels, real_gpu_quantiles
+
+    cdf = pd.read_parquet(public_dir() / "cluster_gpu_util_cdf.parquet")
+    quantiles = real_gpu_quantiles(cdf)
+    at_zero = float((cdf["gpu_util_percent"] == 0).mean())        # 32% of the real GPU-minutes read 0%
+    assert at_zero == pytest.approx(0.323, abs=0.0005)
+    busy_mean = float(cdf.loc[cdf["gpu_util_percent"] > 0, "gpu_util_percent"].mean())
+    # all GPUs allocated: 32.2% of held GPUs at 0%, the rest from the CDF's part above 0% -> the CDF's own mean
+    levels = draw_job_levels(200_000, np.random.default_rng(0), 1.0, quantiles)
+    assert np.mean(levels == 0) == pytest.approx(at_zero, abs=0.005)
+    assert levels.mean() == pytest.approx(cdf["gpu_util_percent"].mean(), rel=0.01)
+    # 60% allocated: the 40% idle GPUs explain all of the CDF's zeros, so no held GPU reads 0%
+    levels = draw_job_levels(200_000, np.random.default_rng(0), 0.6, quantiles)
+    assert (levels > 0).all() and levels.mean() == pytest.approx(busy_mean, rel=0.01)
+    assert set(np.unique(levels)) <= set(quantiles)
+    with pytest.raises(ValueError, match="allocated_share"):
+        draw_job_levels(1, np.random.default_rng(0), 0.0, quantiles)

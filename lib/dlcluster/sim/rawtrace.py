@@ -12,9 +12,10 @@ GPU utilization is synthetic (the simulator models time, not kernels): an idle
 GPU reads 0; a GPU held by an attempt reads the job's base level times the
 speed factor of the attempt's placement (colocation ignored), plus per-minute
 noise (normal, sd 5 points), clipped to [0, 100]. Base levels are drawn per
-job from Beta(2.6, 2.4) (mean 52%, the paper's average utilization of GPUs in
-use, an assumption about its spread). A minute's row describes the state at
-the start of that minute.
+job from the real cluster-wide GPU utilization CDF (``cluster_gpu_util_cdf``
+of the public data, 1,000 quantiles), with the idle GPUs taken out of its mass
+at 0% by the run's own allocated share (:func:`draw_job_levels`).
+A minute's row describes the state at the start of that minute.
 
 Statuses: ``Pass`` and ``Failed`` as simulated; jobs the simulator rejected
 (they can never run) are written as ``Killed`` with no attempts, as the real
@@ -33,8 +34,41 @@ from ..trace.rawwrite import (GPU_SLOTS, UTIL_HEADERS, pacific_minute_stamps, pa
                               write_job_log, write_machine_list)
 from .results import SimResult
 
-UTIL_BETA = (2.6, 2.4)
 UTIL_NOISE_SD = 5.0
+
+
+def real_gpu_quantiles(cdf: pd.DataFrame | None = None) -> np.ndarray:
+    """The real cluster-wide GPU utilization as equally likely levels (%): one per 0.1% quantile of GPU-minutes.
+
+    ``cdf``: the public ``cluster_gpu_util_cdf`` table (``gpu_util_percent``, ``cdf_percent``); None reads it
+    from ``data/public``.
+    """
+    if cdf is None:
+        from .. import paths
+        cdf = pd.read_parquet(paths.public_dir() / "cluster_gpu_util_cdf.parquet")
+    levels = cdf["gpu_util_percent"].to_numpy(float)
+    if not len(levels):
+        raise ValueError("cluster GPU utilization CDF has no rows")
+    return levels
+
+
+def draw_job_levels(n: int, rng, allocated_share: float, quantiles: np.ndarray | None = None) -> np.ndarray:
+    """Each job's base GPU utilization (%), drawn from the real cluster-wide distribution of GPUs in use.
+
+    The real CDF mixes idle GPUs (all at 0%) with GPUs in use. With the run's
+    share ``allocated_share`` of GPUs allocated, GPUs in use are the CDF with
+    ``1 - allocated_share`` of its mass taken off 0%: a held GPU is at 0% with
+    probability ``max(0, (F(0) - (1 - allocated_share)) / allocated_share)``,
+    else at a level drawn from the CDF's part above 0%.
+    """
+    quantiles = real_gpu_quantiles() if quantiles is None else np.asarray(quantiles, float)
+    if not 0 < allocated_share <= 1:
+        raise ValueError(f"allocated_share must be in (0, 1], got {allocated_share!r}")
+    at_zero = float(np.mean(quantiles <= 0))
+    busy = quantiles[quantiles > 0]
+    zero_share = min(1.0, max(0.0, (at_zero - (1.0 - allocated_share)) / allocated_share)) if len(busy) else 1.0
+    levels = rng.choice(busy, size=n) if len(busy) else np.zeros(n)
+    return np.where(rng.random(n) < zero_share, 0.0, levels)
 
 
 def write_raw_trace(result: SimResult, directory: str | Path, *, util_hours: float | None = 24.0, seed: int = 0,
@@ -59,7 +93,9 @@ def write_raw_trace(result: SimResult, directory: str | Path, *, util_hours: flo
         "summary": json.loads(json.dumps(result.summary, default=str)),
         "epoch_utc": str(result.epoch),
         "gpu_util": {"synthetic": True, "window_s": [0.0, window_end],
-                     "model": f"job base level ~ Beta{UTIL_BETA} x placement speed factor + N(0, {UTIL_NOISE_SD}) "
+                     "model": "job base level drawn from the real cluster GPU utilization CDF (cluster_gpu_util_cdf) "
+                              "less its idle GPUs at the run's allocated share x placement speed factor + "
+                              f"N(0, {UTIL_NOISE_SD}) "
                               "per minute, clipped to [0, 100]; idle GPUs 0; absent GPUs NA", "seed": seed},
         "statuses": "Pass/Failed as simulated; rejected jobs written as Killed without attempts",
     }
@@ -104,7 +140,7 @@ def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int,
     topo = result.topology
     n_servers = topo.num_servers
     rng = np.random.default_rng([seed, 0x0711])
-    base = rng.beta(*UTIL_BETA, size=len(result.jobs)) * 100.0
+    base = draw_job_levels(len(result.jobs), rng, run_allocated_share(result))
     job_pos = pd.Index(result.jobs["jobid"]).get_indexer(result.attempts["jobid"])
     rack_of = topo.server_rack
     levels = np.array([base[j] * speed([mask.bit_count() for _, mask in alloc],
@@ -135,3 +171,8 @@ def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int,
             stamps = pacific_minute_stamps(result.epoch, np.arange(first, first + count))
             write_gpu_util_rows(fh, np.repeat(stamps, n_servers),
                                 np.tile(np.asarray(topo.server_names, dtype=object), count), util)
+
+
+def run_allocated_share(result: SimResult) -> float:
+    """The run's mean share of GPUs allocated (at least one GPU's worth, so that a tiny run still draws levels)."""
+    return float(min(1.0, max(result.summary.get("mean_allocation", 1.0), 1.0 / result.topology.total_gpus)))

@@ -13,7 +13,8 @@ same format and about the same size:
   ``81,573 x scale`` minutes (the real CPU file has 45,028,260 rows, i.e.
   81,573 minutes of 552 machines), times with the PDT/PST suffix (the repeated
   hour of 2017-11-05 appears twice). A GPU held by an attempt reads the job's
-  base level (Beta(2.6, 2.4) x 100, as the simulator's writer) plus N(0, 5)
+  base level (drawn from the real cluster GPU utilization CDF less its idle
+  GPUs, as the simulator's writer: :func:`.rawtrace.draw_job_levels`) plus N(0, 5)
   noise per minute, clipped to [0, 100]; an idle GPU reads 0; an absent GPU
   ``NA``. Host CPU is 4% + 45% x the share of the server's GPUs in use, plus
   N(0, 3); memory used is 20% + 40% x that share, plus N(0, 2), of a fixed
@@ -44,11 +45,11 @@ import pyarrow.csv as pacsv
 from tqdm.auto import tqdm
 
 from ..trace.rawwrite import GPU_SLOTS, UTIL_HEADERS, pacific_minute_stamps
+from .rawtrace import draw_job_levels, run_allocated_share
 
 FULL_JOBS = 117_325
 FULL_MINUTES = 81_573
 EPOCH = pd.Timestamp("2017-10-03 07:00:00", tz="UTC")     # 2017-10-03 00:00 PDT
-UTIL_BETA = (2.6, 2.4)
 GPU_NOISE_SD, CPU_NOISE_SD, MEM_NOISE_SD = 5.0, 3.0, 2.0
 CHUNK_MINUTES = 1440
 DEFECTS = {  # kind of malformed line -> how it is made from a good one
@@ -138,7 +139,8 @@ def _generate(directory: Path, scale: float, seed: int, malformed_lines: bool, p
         "rows_per_util_file": minutes * len(machines),
         "file_bytes": {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.name.startswith("cluster_")},
         "defects": writer.defects_written,
-        "model": {"gpu": f"held: job level ~ Beta{UTIL_BETA} x 100 + N(0, {GPU_NOISE_SD}) per minute, clipped to "
+        "model": {"gpu": "held: job level drawn from the real cluster GPU utilization CDF less its idle GPUs + "
+                         f"N(0, {GPU_NOISE_SD}) per minute, clipped to "
                          "[0, 100], 2 decimals; idle: 0; absent GPU: NA",
                   "cpu": f"4 + 45 x share of the server's GPUs in use + N(0, {CPU_NOISE_SD}), clipped, 2 decimals",
                   "mem": f"used 20% + 40% x share in use + N(0, {MEM_NOISE_SD}) of a fixed total (KB) per server"},
@@ -150,7 +152,7 @@ def _gpu_spans(result, machines: pd.DataFrame, rng) -> pd.DataFrame:
     """One row per GPU of each simulated attempt: machine index, GPU, first and end minute, utilization level."""
     index_of = {name: i for i, name in enumerate(machines["machine"])}
     server_index = np.array([index_of[name] for name in result.topology.server_names])
-    base = rng.beta(*UTIL_BETA, size=len(result.jobs)) * 100.0
+    base = draw_job_levels(len(result.jobs), rng, run_allocated_share(result))
     job_pos = pd.Index(result.jobs["jobid"]).get_indexer(result.attempts["jobid"])
     rows = []
     for a, alloc in enumerate(result.attempt_gpus):
