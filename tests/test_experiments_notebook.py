@@ -1,32 +1,102 @@
-"""Notebook 06 under params/ci.yaml (the small grid, two seeds): its results, figures and comparisons."""
+"""Notebook 06 under params/ci.yaml (the small grid, two seeds): its results, figures and comparisons.
 
+The small grid is a quick run, not a result, and the simulator behind it will change; so the checks are of the
+inputs (recomputed from the public data), of figures that notebook 05 computes separately, of expectations that
+hold whatever the simulator does (early stopping draws a real curve per job), and of the directions of the
+conclusions that hold at these parameters.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
 import pytest
 
 STEM = "06-design-implications"
 
 
+def pollux_stop_points(tolerance: float) -> pd.DataFrame:
+    """Per real Pollux curve, by hand: the share of its epochs after it first comes within ``tolerance`` of its
+    best (equal epochs: the curves log no seconds), and the quality given up by stopping there."""
+    from dlcluster.sources import curves as curve_io
+
+    rows = []
+    for _, curve in curve_io.load_curve_source("pollux").curves.groupby(["job", "metric"]):
+        values = curve.sort_values("epoch")["value"].to_numpy(float)
+        lower = curve["direction"].iloc[0] == "lower"
+        best = values.min() if lower else values.max()
+        within = (values <= best + tolerance * abs(best)) if lower else (values >= best - tolerance * abs(best))
+        stop = np.flatnonzero(within)[0] + 1
+        reached = values[:stop].min() if lower else values[:stop].max()
+        rows.append({"time_after": 1 - stop / len(values), "quality_lost": abs(reached - best) / abs(best)})
+    return pd.DataFrame(rows)
+
+
 @pytest.mark.notebook
-def test_small_grid_results(ci_notebook):
+def test_small_grid_results(ci_notebook, public_trace):
     doc = ci_notebook(STEM)
     assert doc["params"]["grid"] == "small" and doc["params"]["seeds"] == [0, 1]
     r = doc["results"]
-    # the validated replay: every RFold job, two 1-day windows of the held-out span measured
-    assert r["jobs_replayed"] == 111549 and 1000 < r["jobs_measured"] < 20000
-    assert 0.5 < r["real_occupancy"] < 1
-    assert 0 < r["validation.heldout.occupancy_mae_pp"] < 50 and r["validation.heldout.max_median_ratio"] >= 1
-    assert 0 <= r["validation.heldout.max_ks"] <= 1
-    assert 0.3 < r["load.real.busy_server_share"] <= 1
+    from dlcluster.validation import jobsets as js
+
+    # the validated replay: every RFold job; the measured windows are the first two days of the held-out span
+    # (which starts 7 days into the occupancy record), one per seed
+    assert r["jobs_replayed"] == len(public_trace.rfold_jobs) == 111549
+    occupancy = public_trace.occupancy
+    held_out = occupancy["time"].min() + pd.Timedelta(days=7)
+    windows = [(held_out + pd.Timedelta(days=k), held_out + pd.Timedelta(days=k + 1)) for k in (0, 1)]
+    rfold, pollux = public_trace.rfold_jobs, public_trace.jobs_of("pollux")
+    alignment = js.align_offsets(rfold["arrival_offset_s"], rfold["num_gpus"], rfold["duration_s"],
+                                 pollux["submitted"], pollux["num_gpus"], pollux["run_time_s"])
+    submitted = js.offsets_to_utc(rfold["arrival_offset_s"], alignment.origin_local)
+    assert r["jobs_measured"] == sum(((submitted >= b) & (submitted < e)).sum() for b, e in windows) == 5690
+    # real occupancy: hourly mean share of servers with a job (monitoring gaps left out), per window, averaged
+    busy = occupancy[occupancy["active"] > 0].set_index("time")
+    hourly = (busy["active"] / busy["total"]).resample("1h").mean().dropna()
+    per_window = [hourly[(hourly.index >= b) & (hourly.index < e)].mean() for b, e in windows]
+    assert r["real_occupancy"] == pytest.approx(np.mean(per_window), rel=1e-9)
+    # the replay as validated keeps about as many servers busy as the real cluster had in those windows: within
+    # 15 points (notebook 05's held-out occupancy error is about 9 points at these parameters)
+    assert abs(r["load.real.busy_server_share"] - r["real_occupancy"]) < 0.15
     assert "load.calibrated_factor" not in r
+    # the validation figures are notebook 05's, at the same parameters (params/ci.yaml runs 05 as the small grid's
+    # calibration): the cached calibration's held-out replay and 05's own replay give the same figures
+    fifth = ci_notebook("05-simulator-validation")
+    assert {k: fifth["params"][k] for k in ("fit_days", "replay_days", "warmup_days", "seed")} == {
+        "fit_days": 7, "replay_days": 12, "warmup_days": 7, "seed": 0}
+    for key in ("occupancy_mae_pp", "occupancy_mae_pp_complete", "max_median_ratio", "max_ks"):
+        assert r[f"validation.heldout.{key}"] == pytest.approx(fifth["results"][f"heldout.{key}"], rel=1e-9), key
     # small grid, 2 seeds: locality 12 (strict, any, relax 60 s and 180 s, long jobs strict or migrated),
     # interference 10, failures 8, early stop 4, policies 3 x 2 loads x 2 = 12
     assert r["sweep.cells"] == 46
-    wasted = [v for k, v in r.items() if k.endswith("wasted_share")]
-    assert len(wasted) == 3 and all(0 <= v <= 1 for v in wasted)
     assert all(k.startswith(("failures.real.", "early_stop.real.", "locality.real.")) for k in r
                if k.startswith(("failures.", "early_stop.", "locality.")))
-    saved = [v for k, v in r.items() if k.endswith("gpu_hours_saved")]
-    assert len(saved) == 1 and 0 < saved[0] <= 1
-    assert all(0 <= v <= 0.01 for k, v in r.items() if k.endswith("quality_lost"))
+    # experiment 1: holding jobs to locality makes them wait; no locality waits least, strict locality most, and a
+    # longer relax timeout waits longer (5-8-GPU jobs and all jobs alike)
+    loc = "locality.real.{}.{}.queue_mean_s"
+    for bucket in ("5-8", "all"):
+        waits = [r[loc.format(arm, bucket)] for arm in ("no locality (any GPUs)", "relax after 1 min",
+                                                        "relax after 3 min", "strict locality")]
+        assert waits == sorted(waits) and waits[0] < waits[-1], (bucket, waits)
+        assert r[loc.format("relax after 1 min, long jobs strict", bucket)] > r[loc.format("relax after 1 min", bucket)]
+    # ... and the wait costs more than the locality gains: strict locality's mean JCT is the highest
+    jct = {k: v for k, v in r.items() if k.startswith("locality.real.") and k.endswith(".5-8.jct_mean_s")}
+    assert max(jct, key=jct.get) == "locality.real.strict locality.5-8.jct_mean_s"
+    # experiment 3: retrying only the failure classes worth retrying wastes less GPU time than retrying everything
+    wasted = {k.split(".")[3]: v for k, v in r.items() if k.endswith("wasted_share")}
+    assert set(wasted) == {"retry everything (Philly)", "class-aware retries", "1-GPU pre-run + class-aware"}
+    assert max(wasted, key=wasted.get) == "retry everything (Philly)"
+    assert wasted["class-aware retries"] < 0.75 * wasted["retry everything (Philly)"]
+    # experiment 4: each job is given a real Pollux curve drawn at random and ends within 1% of its best. The
+    # quality lost is the drawn curves' mean (5,690 draws: 4 standard errors of it = 2e-4); the GPU-hours saved
+    # is near the curves' mean share of epochs after that point, 29% (weighted by each job's GPU-hours: a few
+    # points either way)
+    points = pollux_stop_points(0.01)
+    assert len(points) == 40 and points["quality_lost"].max() <= 0.01
+    standard_error = points["quality_lost"].std() / np.sqrt(r["jobs_measured"])
+    assert r["early_stop.real.tol_0.01.quality_lost"] == pytest.approx(points["quality_lost"].mean(),
+                                                                      abs=4 * standard_error)
+    assert r["early_stop.real.tol_0.01.gpu_hours_saved"] == pytest.approx(points["time_after"].mean(), abs=0.03)
     assert "x1.25" in r["sensitivity.policies"] and "real load" not in r["sensitivity.policies"]
 
 
@@ -43,4 +113,12 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
                     "epochs.last_band_gpu_time_passed_pct", None]
     assert all(c["ours"] and "simulated replay" in c["data"] for c in doc["comparisons"])
     assert "the real load (x1)" in doc["comparisons"][0]["ours"]
+    assert doc["comparisons"][0]["ours"].startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's")
+    assert "raised their mean queueing delay" in doc["comparisons"][0]["ours"]
+    # experiment 2: jobs on dedicated servers share nothing, so they run fastest; packed jobs share servers most
+    speeds = re.search(r"mean speed of ([\d.]+) on dedicated servers vs ([\d.]+) packed and ([\d.]+) spread",
+                       doc["comparisons"][1]["ours"])
+    assert speeds, doc["comparisons"][1]["ours"]
+    dedicated, packed, spread = map(float, speeds.groups())
+    assert packed < spread < dedicated
     assert "x1.25" not in doc["comparisons"][4]["ours"]

@@ -1,5 +1,6 @@
 """notebooks/04-failures-rtf.ipynb under params/ci.yaml: its key results are those of the library."""
 
+import numpy as np
 import pytest
 
 from dlcluster.analysis import failures as F
@@ -16,14 +17,40 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     assert r["failures.jobs_with_status"] == len(dre)
     assert r["failures.unsuccessful_jobs_pct"] == pytest.approx(100 * (dre["status"] == "Failed").mean())
     assert r["failures.killed_jobs_pct"] == 0.0
-    assert 0 < r["failures.unsuccessful_gpu_time_pct"] < 100
+    failed = dre["status"] == "Failed"
+    assert r["failures.failed_jobs_pct"] == pytest.approx(100 * 2738 / 5910) and failed.sum() == 2738
+    # GPU time = GPUs x run time of the single attempt; the failed jobs' share of it, recomputed
+    gpu_time = dre["num_gpus"] * dre["run_time_s"]
+    assert r["failures.unsuccessful_gpu_time_pct"] == pytest.approx(100 * gpu_time[failed].sum() / gpu_time.sum(),
+                                                                    rel=1e-9)
+    # failed jobs hold less of the GPU time (32%) than of the jobs (46%): they fail before running as long
+    assert r["failures.unsuccessful_gpu_time_pct"] < r["failures.unsuccessful_jobs_pct"]
     assert r["failures.mean_attempts"] == 1.0 and r["failures.retried_jobs_pct"] == 0.0
-    assert r["failures.rtf_p50_s"] < r["failures.rtf_p90_s"] < r["failures.rtf_p95_s"]
+    # one attempt per record: the RTF percentiles are those of the failed records' run times (linear interpolation)
+    for p in (50, 90, 95):
+        assert r[f"failures.rtf_p{p}_s"] == pytest.approx(np.percentile(dre.loc[failed, "run_time_s"], p), rel=1e-9)
     assert r["failures.rtf_p50_s"] >= 300  # the records were selected as jobs that ran 5 minutes or more
-    assert {"failures.failed_pct.2-4", "failures.failed_pct.5-8", "failures.failed_pct.gt8"} <= set(r)
+    for b, (low, high) in {"2-4": (2, 4), "5-8": (5, 8), "gt8": (9, 10**6)}.items():
+        size = dre["num_gpus"].between(low, high)
+        assert r[f"failures.failed_pct.{b}"] == pytest.approx(100 * failed[size].mean(), rel=1e-9)
+    # the finding: the largest jobs fail most often
+    assert r["failures.failed_pct.gt8"] > max(r["failures.failed_pct.2-4"], r["failures.failed_pct.5-8"])
     assert "failures.failed_pct.1" not in r  # no single-GPU job has a status in the public data
-    assert r["failures.users.users"] == dre["user"].nunique()
-    assert 0 < r["failures.users.p_value_within_user"] <= 1
+    assert r["failures.users.users"] == dre["user"].nunique() == 159
+    # a user's next job (by submit time) after a failed one fails 79% of the time, after a passed one 19%
+    ordered = dre.sort_values(["user", "submitted", "jobid"])
+    previous = (ordered["status"] == "Failed").groupby(ordered["user"]).shift()
+    pairs = ordered.assign(previous=previous, failed=ordered["status"] == "Failed")[previous.notna()]
+    after_fail = pairs.loc[pairs["previous"].astype(bool), "failed"].mean()
+    after_other = pairs.loc[~pairs["previous"].astype(bool), "failed"].mean()
+    assert r["failures.users.pairs"] == len(pairs) == 5910 - 159
+    assert r["failures.users.p_fail_after_fail_pct"] == pytest.approx(100 * after_fail, rel=1e-9)
+    assert r["failures.users.p_fail_after_other_pct"] == pytest.approx(100 * after_other, rel=1e-9)
+    # a 60-point difference: none of the 200 seeded permutations reaches it, so p is the smallest possible, 1/201
+    n = doc["params"]["n_permutations"]
+    assert n == 200
+    assert r["failures.users.p_value_within_user"] == pytest.approx(1 / (n + 1))
+    assert r["failures.users.p_value_across_users"] == pytest.approx(1 / (n + 1))
     # the default logs are the corpus, every log of which has a known true reason
     assert r["logs.count"] == 49 and r["logs.accuracy_pct"] == 100.0
     # the real user-posted messages: the per-split accuracies recorded are the library's, rules alone

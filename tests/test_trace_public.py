@@ -75,7 +75,8 @@ def test_every_file_adds_up_and_dirt_is_counted(public_trace):
     assert c["read"] == 59654
     pasted = c["flags"]["cell holds a pasted pandas Series: duplicated DST minute, value ambiguous (NaN; cells)"]
     assert pasted == 80
-    assert c["flags"]["empty cell (NaN; cells, not rows)"] > 100
+    assert c["flags"]["empty cell (NaN; cells, not rows)"] == 6428
+    assert c["flags"]["negative value (the sources' -1 'no sample' sentinel; NaN; cells)"] == 497
     machines = public_trace.quality.counts("machines (combined)")
     assert machines["flags"]["official GPU count disagrees with the reconstruction (philly-traces issue #8)"] == 526
 

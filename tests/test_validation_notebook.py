@@ -1,54 +1,212 @@
-"""notebooks/05-simulator-validation.ipynb runs with params/ci.yaml (a shorter replay) and writes sane results."""
+"""notebooks/05-simulator-validation.ipynb runs with params/ci.yaml (a shorter replay) and writes sane results.
 
+The held-out figures are recomputed here by a second route: the replay is run again from the notebook's inputs
+and the parameters it reports (a replay of this size takes about a second), and the figures are computed from
+the run with pandas and scipy, not with :mod:`dlcluster.validation.calibrate`'s measures. So the checks hold
+whatever values a later change of the simulator or of the calibration gives, and fail when a measure is wrong.
+"""
+
+import ast
 import math
+from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
+
+STEM = "05-simulator-validation"
+DELAY_BUCKETS = ("2-4", "5-8", ">8")
+
+
+def occupancy_mae(result, occupancy: pd.DataFrame, span: tuple) -> float:
+    """Hourly mean share of servers with a job, replay vs real (minutes with active == 0 are monitoring gaps),
+    mean absolute difference in points over the hours in ``span``."""
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    simulated = pd.Series(1 - ts["idle_servers"].to_numpy() / result.topology.num_servers, index=times)
+    real = occupancy[occupancy["active"] > 0].set_index("time")
+    both = pd.concat([simulated.resample("1h").mean(), (real["active"] / real["total"]).resample("1h").mean()],
+                     axis=1, keys=["simulated", "real"]).dropna()
+    both = both[(both.index >= span[0]) & (both.index < span[1])]
+    return 100 * (both["simulated"] - both["real"]).abs().mean()
+
+
+def paired_waits(rep, waits: pd.DataFrame, span: tuple) -> pd.DataFrame:
+    """Real first waits of the DRE records submitted in ``span`` beside the same jobs' waits in the replay
+    (queueing delay + the scheduler latency the job was given; every job of these runs starts)."""
+    ids = rep.replay.dre_jobid
+    mine = pd.notna(ids)
+    simulated = pd.Series(rep.result.jobs["queueing_delay_s"].to_numpy(float)[mine] + rep.latency_s[mine],
+                          index=ids[mine].astype(str))
+    real = waits[(waits["submitted"] >= span[0]) & (waits["submitted"] < span[1])]
+    real = real[real["jobid"].isin(simulated.index)]
+    out = real.assign(simulated_s=simulated.reindex(real["jobid"]).to_numpy())
+    assert out["simulated_s"].notna().all()
+    return out
+
+
+@pytest.fixture(scope="module")
+def doc(ci_notebook):
+    return ci_notebook(STEM)
+
+
+@pytest.fixture(scope="module")
+def rerun(doc):
+    """The notebook's inputs rebuilt from its parameters, and its calibrated replay run again."""
+    from dlcluster.trace import load_trace
+    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import jobsets as js
+    from dlcluster.validation import workload as vw
+
+    p, r = doc["params"], doc["results"]
+    pub = load_trace("public")
+    rfold, pollux, dre = pub.rfold_jobs, pub.jobs_of("pollux"), pub.jobs_of("dre")
+    alignment = js.align_offsets(rfold["arrival_offset_s"], rfold["num_gpus"], rfold["duration_s"],
+                                 pollux["submitted"], pollux["num_gpus"], pollux["run_time_s"])
+    warm = vw.rfold_replay_workload(pub, alignment, seed=p["seed"], warmup_days=p["warmup_days"])
+    replay = vw.first_days(warm, p["replay_days"])
+    waits, _ = vw.dre_first_waits(warm, dre)
+    # the calibrated parameters as the notebook reports them (its latency mixture is rounded to 6 decimals when
+    # fitted, so the JSON holds it exactly)
+    fields = {k.removeprefix("calibrated."): v for k, v in r.items()
+              if k.startswith("calibrated.") and not k.startswith("calibrated.latency.")}
+    buckets = sorted({k.split(".")[2] for k in r if k.startswith("calibrated.latency.")})
+    mixture = tuple((b, *(r[f"calibrated.latency.{b}.{f}"] for f in vc.LATENCY_FIELDS[1:])) for b in buckets)
+    params = vc.ReplayParams(**fields, latency_mixture=mixture)
+    span = vc.spans(pub.occupancy, p["fit_days"], p["replay_days"])
+    rep = vc.run_replay(replay, pub.machines, pub.vc_quotas, params)
+    return {"pub": pub, "replay": replay, "waits": waits, "params": params, "span": span, "rep": rep, "dre": dre}
 
 
 @pytest.mark.notebook
-def test_validation_notebook_results(ci_notebook):
-    doc = ci_notebook("05-simulator-validation")
+def test_job_set_evidence_and_workload(doc, rerun):
     r = doc["results"]
-    # the job-set evidence does not depend on the parameters: Pollux holds passed jobs, RFold both statuses
-    assert r["jobsets.dre_found.Pollux.Pass"] > 0.9 and r["jobsets.dre_found.Pollux.Failed"] < 0.05
-    assert r["jobsets.dre_found.RFold.Pass"] > 0.99 and r["jobsets.dre_found.RFold.Failed"] > 0.99
+    # the job-set evidence does not depend on the parameters: of the 3,172 passed and 2,738 failed DRE records,
+    # Pollux holds 3,001 and 37 (passed jobs only), RFold 3,163 and 2,731 (both statuses)
+    dre = rerun["dre"]
+    assert (dre["status"] == "Pass").sum() == 3172 and (dre["status"] == "Failed").sum() == 2738
+    assert r["jobsets.dre_found.Pollux.Pass"] == pytest.approx(3001 / 3172)
+    assert r["jobsets.dre_found.Pollux.Failed"] == pytest.approx(37 / 2738)
+    assert r["jobsets.dre_found.RFold.Pass"] == pytest.approx(3163 / 3172)
+    assert r["jobsets.dre_found.RFold.Failed"] == pytest.approx(2731 / 2738)
     assert r["alignment.offsets_are_wallclock"] is True
     assert r["alignment.origin_local"] == "2017-08-14 23:27:00"
     assert r["jobsets.pollux_in_rfold"] == 1.0
     assert r["demand.mean.RFold_gpu_share"] > 3 * r["demand.mean.Pollux_gpu_share"]
-    # the workload: every VC source counted, shares add up
-    shares = [r[f"workload.vc_source.{s}"] for s in ("dre_record", "pollux_match", "drawn")]
-    assert math.isclose(sum(shares), 1.0) and all(s > 0 for s in shares)
-    # calibration ran the grid of params/ci.yaml (relax after 60 and 180 s) and picked one of its values
-    assert r["calibration.simulations"] == 2 and r["calibrated.relax_after_s"] in (60, 180)
-    # the scheduler latency fitted first, on the fit span's real waits: a fast mode and a slower one, for all sizes
-    # and for the 2-4 GPU bucket (which has most records)
-    for bucket in ("all", "2-4"):
-        assert 0 < r[f"calibrated.latency.{bucket}.fast_share"] < 1
+    # the replay workload (7 days of warm-up + 12 days): where each job's VC comes from, counted again
+    replay = rerun["replay"]
+    sources = pd.Series(replay.vc_source).value_counts()
+    assert r["workload.jobs"] == len(replay.workload) == 34656
+    assert sources.to_dict() == {"pollux match": 27463, "drawn": 6277, "dre record": 916}
+    for name, count in sources.items():
+        assert r[f"workload.vc_source.{name.replace(' ', '_')}"] == pytest.approx(count / len(replay.workload))
+    # monitoring gaps: minutes of the occupancy record with no active server
+    assert r["heldout.gap_minutes"] == int((rerun["pub"].occupancy["active"] == 0).sum()) == 1131
+
+
+@pytest.mark.notebook
+def test_calibration_chose_the_lowest_objective_of_its_grid(doc, rerun):
+    r, p = doc["results"], doc["params"]
+    grid = ast.literal_eval(p["calibration_grid"])
+    assert grid == {"relax_after_s": [60, 180]} and r["calibration.simulations"] == 2
+    from dlcluster.validation import calibrate as vc
+    pub, span, waits = rerun["pub"], rerun["span"], rerun["waits"]
+    # the objective on the fit span, by hand: occupancy MAE + 10 x (mean |ln median ratio| + mean KS) over buckets
+    objective = {}
+    for relax in grid["relax_after_s"]:
+        rep = vc.run_replay(rerun["replay"], pub.machines, pub.vc_quotas,
+                            replace(rerun["params"], relax_after_s=float(relax)))
+        pairs = paired_waits(rep, waits, span["fit"])
+        log_err, ks = [], []
+        for _, part in pairs.groupby("bucket"):
+            log_err.append(abs(math.log(max(part["simulated_s"].median(), 1.0) / max(part["first_wait_s"].median(), 1.0))))
+            ks.append(stats.ks_2samp(part["first_wait_s"], part["simulated_s"]).statistic)
+        objective[relax] = occupancy_mae(rep.result, pub.occupancy, span["fit"]) + 10 * (np.mean(log_err) + np.mean(ks))
+    chosen = r["calibrated.relax_after_s"]
+    assert objective[chosen] == min(objective.values()), objective
+    # the scheduler latency was fitted first on the fit span's real waits; the notebook fits it again on the
+    # same span in its last section: the same fast-mode shares. Its slow mode grows with the job's size
+    for bucket in ("all", *DELAY_BUCKETS):
+        assert r[f"calibrated.latency.{bucket}.fast_share"] == r[f"heldout.fast_share.{bucket}.fit"]
         assert r[f"calibrated.latency.{bucket}.fast_median_s"] < r[f"calibrated.latency.{bucket}.slow_median_s"]
-    # held-out figures exist, are finite and within their ranges
-    assert 0 <= r["heldout.occupancy_mae_pp"] <= 100
-    for bucket in ("2-4", "5-8", ">8"):
-        assert r[f"heldout.delay.{bucket}.real_median_s"] <= r[f"heldout.delay.{bucket}.real_p90_s"]
-        assert 0 <= r[f"heldout.delay.{bucket}.ks_statistic"] <= 1
-    ks = [v for k, v in r.items() if k.startswith("heldout.ks.")]
-    assert len(ks) == 5 and max(ks) == r["heldout.max_ks"]
-    assert r["heldout.gap_minutes"] == 1131
-    # the ablation rows asked for in params/ci.yaml, beside the calibrated replay
-    for key in ("calibrated", "cold_start", "Pollux_workload"):
-        assert 0 <= r[f"ablation.{key}.occupancy_mae_pp"] <= 100
-    assert r["ablation.calibrated.occupancy_mae_pp"] == r["heldout.occupancy_mae_pp"]
+    assert (r["calibrated.latency.2-4.slow_median_s"] < r["calibrated.latency.5-8.slow_median_s"]
+            < r["calibrated.latency.>8.slow_median_s"])
+
+
+@pytest.mark.notebook
+def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
+    r = doc["results"]
+    pub, span, rep = rerun["pub"], rerun["span"], rerun["rep"]
+    held = span["held_out"]
+    # occupancy: the same figure from a second run of the same replay, by hand; the ablation's calibrated row is
+    # the notebook's own run and must say the same
+    mae = occupancy_mae(rep.result, pub.occupancy, held)
+    assert r["heldout.occupancy_mae_pp"] == pytest.approx(mae, rel=1e-9)
+    assert r["ablation.calibrated.occupancy_mae_pp"] == pytest.approx(mae, rel=1e-9)
+    complete = (held[0], min(held[1], pd.Timestamp(r["heldout.complete_until"])))
+    assert r["heldout.occupancy_mae_pp_complete"] == pytest.approx(occupancy_mae(rep.result, pub.occupancy, complete),
+                                                                   rel=1e-9)
+    # waits per size bucket and the KS of the largest VCs, from the pairs of real and replayed waits
+    pairs = paired_waits(rep, rerun["waits"], held)
+    ratios = []
+    for bucket in DELAY_BUCKETS:
+        part = pairs[pairs["bucket"] == bucket]
+        real, simulated = part["first_wait_s"], part["simulated_s"]
+        assert r[f"heldout.delay.{bucket}.real_median_s"] == pytest.approx(real.median(), rel=1e-9)
+        assert r[f"heldout.delay.{bucket}.real_p90_s"] == pytest.approx(real.quantile(0.9), rel=1e-9)
+        assert r[f"heldout.delay.{bucket}.simulated_median_s"] == pytest.approx(simulated.median(), rel=1e-9)
+        assert r[f"heldout.delay.{bucket}.ks_statistic"] == pytest.approx(stats.ks_2samp(real, simulated).statistic)
+        ratios.append(simulated.median() / real.median())
+    assert r["heldout.max_median_ratio"] == pytest.approx(max(max(x, 1 / x) for x in ratios), rel=1e-9)
+    top = pairs["vc"].value_counts().head(doc["params"]["top_vcs"]).index
+    ks = {vc: stats.ks_2samp(pairs.loc[pairs["vc"] == vc, "first_wait_s"],
+                             pairs.loc[pairs["vc"] == vc, "simulated_s"]).statistic for vc in top}
+    assert {k.removeprefix("heldout.ks."): v for k, v in r.items() if k.startswith("heldout.ks.")} == pytest.approx(ks)
+    assert r["heldout.max_ks"] == pytest.approx(max(ks.values()))
+    # the scorecard: each held-out figure against its target (lower is better), counted from the figures
+    targets = {"occupancy_mae_pp": 5.0, "occupancy_mae_pp_complete": 5.0, "max_median_ratio": 1.5, "max_ks": 0.15}
+    met = sum(r[f"heldout.{k}"] <= target for k, target in targets.items())
+    assert r["heldout.targets_met"] == met and r["heldout.verdict"].startswith(f"{met} of 4 validation targets met")
+    # Table 2 of the replay, jobs submitted in the held-out span: the scheduler latency is "other", fragmentation
+    # includes the locality back-off
+    jobs = rep.result.jobs.assign(latency_s=np.where(rep.result.jobs["queueing_delay_s"].notna(), rep.latency_s, 0.0))
+    submitted = pd.to_datetime(jobs["submitted"])
+    jobs = jobs[(submitted >= held[0]) & (submitted < held[1])]
+    buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
+    for b, part in jobs.groupby(buckets, observed=True):
+        fragmentation = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum()
+        total = part["delay_fair_share_s"].sum() + fragmentation + part["latency_s"].sum()
+        assert r[f"table2.replay.{b}.other_share"] == pytest.approx(part["latency_s"].sum() / total, rel=1e-9)
+        assert r[f"table2.replay.{b}.fragmentation_share"] == pytest.approx(fragmentation / total, abs=1e-12)
+    # the ablation: leaving out the warm-up, or replaying only Pollux's passed jobs, fits the occupancy worse
+    assert (r["ablation.calibrated.occupancy_mae_pp"] < r["ablation.cold_start.occupancy_mae_pp"]
+            < r["ablation.Pollux_workload.occupancy_mae_pp"])
+
+
+@pytest.mark.notebook
+def test_figures_and_peer_comparison(doc):
+    from dlcluster.paths import data_dir
+
+    r = doc["results"]
     assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "latency_fit", "occupancy_replay_vs_real",
                                                   "fig3_vc_cdfs_replay_vs_real", "table2_validated_replay",
                                                   "peer_complete_log_per_vc"}
-    # Table 2 shares of the calibrated replay add up per bucket; the scorecard counts the targets met
-    for b in ("2-4", "5-8", "gt8"):
-        assert math.isclose(sum(r[f"table2.replay.{b}.{c}_share"] for c in ("fair_share", "fragmentation", "other")), 1.0)
-    assert 0 <= r["heldout.targets_met"] <= 4 and r["heldout.verdict"].startswith(f"{r['heldout.targets_met']} of 4")
-    # the workload in Helios's complete-log window: Helios's published means are the denominators
-    assert math.isclose(r["peer_complete_log.fifo.queue_s"] / r["peer_complete_log.fifo.queue_ratio"], 56531)
-    assert math.isclose(r["peer_complete_log.sjf.jct_s"] / r["peer_complete_log.sjf.jct_ratio"], 34272)
     assert all(f["data"] for f in doc["figures"])
     assert any("SIMULATED" in f["data"] for f in doc["figures"])
     assert {c["key"] for c in doc["comparisons"]} >= {"failures.unsuccessful_jobs_pct",
                                                       "failures.unsuccessful_gpu_time_pct"}
+    # the workload in Helios's complete-log window: each ratio's denominator is Helios's published mean, read here
+    # from the CSV; ours is the peer-mode simulation of the fixed RFold workload (no fitted parameter, so
+    # deterministic: re-pin when the simulator's peer mode changes)
+    helios = pd.read_csv(data_dir() / "reference" / "helios_philly_complete_log.csv", dtype={"vc": str}).set_index("vc")
+    ours = {}
+    for policy in ("fifo", "sjf"):
+        for metric in ("jct", "queue"):
+            ours[policy, metric] = r[f"peer_complete_log.{policy}.{metric}_s"]
+            assert r[f"peer_complete_log.{policy}.{metric}_ratio"] == pytest.approx(
+                ours[policy, metric] / helios.loc["all", f"{policy}_{metric}_s"], rel=1e-12)
+    assert ours == pytest.approx({("fifo", "jct"): 202670.7228576456, ("fifo", "queue"): 173150.402769224,
+                                  ("sjf", "jct"): 39610.47496920641, ("sjf", "queue"): 10090.154880784798}, rel=1e-6)
+    # as in Helios's run, shortest-job-first cuts both the mean wait and the mean JCT against FIFO
+    assert ours["sjf", "queue"] < ours["fifo", "queue"] and ours["sjf", "jct"] < ours["fifo", "jct"]
