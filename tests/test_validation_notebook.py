@@ -67,12 +67,13 @@ def rerun(doc):
     warm = vw.rfold_replay_workload(pub, alignment, seed=p["seed"], warmup_days=p["warmup_days"])
     replay = vw.first_days(warm, p["replay_days"])
     waits, _ = vw.dre_first_waits(warm, dre)
-    # the calibrated parameters as the notebook reports them (its latency mixture is rounded to 6 decimals when
+    # the calibrated parameters as the notebook reports them (the overhead fit is rounded to 6 decimals when
     # fitted, so the JSON holds it exactly)
     fields = {k.removeprefix("calibrated."): v for k, v in r.items()
               if k.startswith("calibrated.") and not k.startswith("calibrated.latency.")}
-    buckets = sorted({k.split(".")[2] for k in r if k.startswith("calibrated.latency.")})
-    mixture = tuple((b, *(r[f"calibrated.latency.{b}.{f}"] for f in vc.LATENCY_FIELDS[1:])) for b in buckets)
+    buckets = ["all", *[b for b in DELAY_BUCKETS if f"calibrated.latency.{b}.median_s" in r]]
+    mixture = tuple((b, 1.0, r[f"calibrated.latency.{b}.median_s"], r[f"calibrated.latency.{b}.sigma"], 0.0, 0.0)
+                    for b in buckets)
     params = vc.ReplayParams(**fields, latency_mixture=mixture)
     span = vc.spans(pub.occupancy, p["fit_days"], p["replay_days"])
     rep = vc.run_replay(replay, pub.machines, pub.vc_quotas, params)
@@ -94,6 +95,7 @@ def test_job_set_evidence_and_workload(doc, rerun):
     assert r["alignment.origin_local"] == "2017-08-14 23:27:00"
     assert r["jobsets.pollux_in_rfold"] == 1.0
     assert r["demand.mean.RFold_gpu_share"] > 3 * r["demand.mean.Pollux_gpu_share"]
+    assert r["jobsets.rfold_not_in_pollux_jobs_pct"] == pytest.approx(100 * (1 - r["jobsets.pollux_over_rfold_jobs"]))
     # the replay workload (7 days of warm-up + 12 days): where each job's VC comes from, counted again
     replay = rerun["replay"]
     sources = pd.Series(replay.vc_source).value_counts()
@@ -105,33 +107,48 @@ def test_job_set_evidence_and_workload(doc, rerun):
     assert r["heldout.gap_minutes"] == int((rerun["pub"].occupancy["active"] == 0).sum()) == 1131
 
 
+def objective_by_hand(rep, pub, waits, span) -> float:
+    """Occupancy MAE + 10 x (mean |ln median ratio| + mean |ln p90 ratio| + mean KS) over the size buckets."""
+    pairs = paired_waits(rep, waits, span)
+    med, p90, ks = [], [], []
+    for _, part in pairs.groupby("bucket"):
+        real, simulated = part["first_wait_s"], part["simulated_s"]
+        med.append(abs(math.log(max(simulated.median(), 1.0) / max(real.median(), 1.0))))
+        p90.append(abs(math.log(max(simulated.quantile(0.9), 1.0) / max(real.quantile(0.9), 1.0))))
+        ks.append(stats.ks_2samp(real, simulated).statistic)
+    return occupancy_mae(rep.result, pub.occupancy, span) + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks))
+
+
 @pytest.mark.notebook
-def test_calibration_chose_the_lowest_objective_of_its_grid(doc, rerun):
+def test_calibration_beats_the_settings_it_starts_from(doc, rerun):
     r, p = doc["results"], doc["params"]
-    grid = ast.literal_eval(p["calibration_grid"])
-    assert grid == {"relax_after_s": [60, 180]} and r["calibration.simulations"] == 2
+    assert p["calibration_trials"] == 4 and r["calibration.trials"] == 4
     from dlcluster.validation import calibrate as vc
-    pub, span, waits = rerun["pub"], rerun["span"], rerun["waits"]
-    # the objective on the fit span, by hand: occupancy MAE + 10 x (mean |ln median ratio| + mean KS) over buckets
-    objective = {}
-    for relax in grid["relax_after_s"]:
-        rep = vc.run_replay(rerun["replay"], pub.machines, pub.vc_quotas,
-                            replace(rerun["params"], relax_after_s=float(relax)))
-        pairs = paired_waits(rep, waits, span["fit"])
-        log_err, ks = [], []
-        for _, part in pairs.groupby("bucket"):
-            log_err.append(abs(math.log(max(part["simulated_s"].median(), 1.0) / max(part["first_wait_s"].median(), 1.0))))
-            ks.append(stats.ks_2samp(part["first_wait_s"], part["simulated_s"]).statistic)
-        objective[relax] = occupancy_mae(rep.result, pub.occupancy, span["fit"]) + 10 * (np.mean(log_err) + np.mean(ks))
-    chosen = r["calibrated.relax_after_s"]
-    assert objective[chosen] == min(objective.values()), objective
-    # the scheduler latency was fitted first on the fit span's real waits; the notebook fits it again on the
-    # same span in its last section: the same fast-mode shares. Its slow mode grows with the job's size
-    for bucket in ("all", *DELAY_BUCKETS):
-        assert r[f"calibrated.latency.{bucket}.fast_share"] == r[f"heldout.fast_share.{bucket}.fit"]
-        assert r[f"calibrated.latency.{bucket}.fast_median_s"] < r[f"calibrated.latency.{bucket}.slow_median_s"]
-    assert (r["calibrated.latency.2-4.slow_median_s"] < r["calibrated.latency.5-8.slow_median_s"]
-            < r["calibrated.latency.>8.slow_median_s"])
+    from dlcluster.validation.calibration import fit_span_replay
+    pub, span, waits, params = rerun["pub"], rerun["span"], rerun["waits"], rerun["params"]
+    # the search always evaluates the simulator's two earlier settings first (unlimited lending; caps at the
+    # quotas, with Philly's 3-minute back-off): the calibrated setting scores no worse on the fit span, by hand
+    fit_part = fit_span_replay(rerun["replay"], span["fit"])
+
+    def score(candidate):
+        rep = vc.run_replay(fit_part, pub.machines, pub.vc_quotas, candidate, quota_workload=rerun["replay"].workload)
+        return objective_by_hand(rep, pub, waits, span["fit"])
+
+    start = replace(params, max_capacity_factor=None, reclaim_after_s=None, relax_after_s=180.0, locality="relax",
+                    placement="most_free", rack_size=16, unknown_vc_quota="none")
+    calibrated = score(params)
+    assert calibrated <= score(start) + 1e-9 and calibrated <= score(replace(start, max_capacity_factor=1.0)) + 1e-9
+    # the scheduler latency carries the launcher's overhead only: a lognormal of the fit span's real waits <= 40 s
+    fit_waits = waits[(waits["submitted"] >= span["fit"][0]) & (waits["submitted"] < span["fit"][1])]
+    fast = fit_waits[fit_waits["first_wait_s"] <= 40]
+    for bucket, part in [("all", fast), *[(b, fast[fast["bucket"] == b]) for b in DELAY_BUCKETS]]:
+        if f"calibrated.latency.{bucket}.median_s" not in r:
+            continue
+        x = np.log(np.maximum(part["first_wait_s"].to_numpy(float), 1.0))
+        assert r[f"calibrated.latency.{bucket}.median_s"] == pytest.approx(np.exp(np.median(x)), rel=1e-6)
+        assert r[f"calibrated.latency.{bucket}.sigma"] == pytest.approx(x.std(), rel=1e-5)
+        assert r[f"calibrated.latency.{bucket}.median_s"] < 20   # seconds: no queueing in it
+    assert r["real.fit_waits_above_overhead_share"] == pytest.approx((fit_waits["first_wait_s"] > 40).mean())
 
 
 @pytest.mark.notebook
@@ -139,49 +156,77 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     r = doc["results"]
     pub, span, rep = rerun["pub"], rerun["span"], rerun["rep"]
     held = span["held_out"]
-    # occupancy: the same figure from a second run of the same replay, by hand; the ablation's calibrated row is
-    # the notebook's own run and must say the same
+    # occupancy: the same figure from a second run of the same replay, by hand
     mae = occupancy_mae(rep.result, pub.occupancy, held)
     assert r["heldout.occupancy_mae_pp"] == pytest.approx(mae, rel=1e-9)
-    assert r["ablation.calibrated.occupancy_mae_pp"] == pytest.approx(mae, rel=1e-9)
     complete = (held[0], min(held[1], pd.Timestamp(r["heldout.complete_until"])))
-    assert r["heldout.occupancy_mae_pp_complete"] == pytest.approx(occupancy_mae(rep.result, pub.occupancy, complete),
-                                                                   rel=1e-9)
+    mae_complete = occupancy_mae(rep.result, pub.occupancy, complete)
+    assert r["validation.heldout.occupancy_mae_pp_complete"] == pytest.approx(mae_complete, rel=1e-9)
+    assert r["ablation.calibrated.occupancy_mae_pp_complete"] == pytest.approx(mae_complete, rel=1e-9)
     # waits per size bucket and the KS of the largest VCs, from the pairs of real and replayed waits
     pairs = paired_waits(rep, rerun["waits"], held)
-    ratios = []
+    medians, p90s = [], []
     for bucket in DELAY_BUCKETS:
         part = pairs[pairs["bucket"] == bucket]
         real, simulated = part["first_wait_s"], part["simulated_s"]
         assert r[f"heldout.delay.{bucket}.real_median_s"] == pytest.approx(real.median(), rel=1e-9)
         assert r[f"heldout.delay.{bucket}.real_p90_s"] == pytest.approx(real.quantile(0.9), rel=1e-9)
         assert r[f"heldout.delay.{bucket}.simulated_median_s"] == pytest.approx(simulated.median(), rel=1e-9)
+        assert r[f"heldout.delay.{bucket}.simulated_p90_s"] == pytest.approx(simulated.quantile(0.9), rel=1e-9)
         assert r[f"heldout.delay.{bucket}.ks_statistic"] == pytest.approx(stats.ks_2samp(real, simulated).statistic)
-        ratios.append(simulated.median() / real.median())
-    assert r["heldout.max_median_ratio"] == pytest.approx(max(max(x, 1 / x) for x in ratios), rel=1e-9)
+        medians.append(simulated.median() / real.median())
+        p90s.append(simulated.quantile(0.9) / real.quantile(0.9))
+    assert r["validation.heldout.max_median_ratio"] == pytest.approx(max(max(x, 1 / x) for x in medians), rel=1e-9)
+    assert r["validation.heldout.max_p90_ratio"] == pytest.approx(max(max(x, 1 / x) for x in p90s), rel=1e-9)
     top = pairs["vc"].value_counts().head(doc["params"]["top_vcs"]).index
     ks = {vc: stats.ks_2samp(pairs.loc[pairs["vc"] == vc, "first_wait_s"],
                              pairs.loc[pairs["vc"] == vc, "simulated_s"]).statistic for vc in top}
     assert {k.removeprefix("heldout.ks."): v for k, v in r.items() if k.startswith("heldout.ks.")} == pytest.approx(ks)
-    assert r["heldout.max_ks"] == pytest.approx(max(ks.values()))
-    # the scorecard: each held-out figure against its target (lower is better), counted from the figures
-    targets = {"occupancy_mae_pp": 5.0, "occupancy_mae_pp_complete": 5.0, "max_median_ratio": 1.5, "max_ks": 0.15}
-    met = sum(r[f"heldout.{k}"] <= target for k, target in targets.items())
-    assert r["heldout.targets_met"] == met and r["heldout.verdict"].startswith(f"{met} of 4 validation targets met")
-    # Table 2 of the replay, jobs submitted in the held-out span: the scheduler latency is "other", fragmentation
-    # includes the locality back-off
-    jobs = rep.result.jobs.assign(latency_s=np.where(rep.result.jobs["queueing_delay_s"].notna(), rep.latency_s, 0.0))
+    assert r["validation.heldout.max_ks"] == pytest.approx(max(ks.values()))
+    # servers spanned: each DRE record's servers (its last attempt) against its job's last attempt in the replay
+    att = rep.result.attempts.sort_values(["jobid", "attempt"]).groupby("jobid").tail(1).set_index("jobid")
+    to_dre = pd.Series(rerun["replay"].dre_jobid, index=rerun["replay"].workload.jobid).dropna()
+    simulated_servers = pd.Series(att["num_servers"].reindex(to_dre.index).to_numpy(), index=to_dre.to_numpy()).dropna()
+    real = rerun["waits"][(rerun["waits"]["submitted"] >= held[0]) & (rerun["waits"]["submitted"] < held[1])]
+    real = real[real["jobid"].isin(simulated_servers.index)]
+    span_ks = {}
+    for bucket, part in real.groupby("bucket"):
+        sim = simulated_servers.reindex(part["jobid"]).to_numpy()
+        span_ks[bucket] = stats.ks_2samp(part["num_servers"], sim).statistic
+        assert r[f"heldout.servers.{bucket}.real_median"] == part["num_servers"].median()
+        assert r[f"heldout.servers.{bucket}.real_one_server_share"] == pytest.approx((part["num_servers"] == 1).mean())
+    assert r["validation.heldout.servers_spanned_max_ks"] == pytest.approx(max(span_ks.values()))
+    # why the replay's jobs waited (jobs submitted in the held-out span): the drawn overhead's share of all waiting
+    jobs = rep.result.jobs.assign(latency_s=rep.latency_s)
+    jobs = jobs[jobs["queueing_delay_s"].notna()]
     submitted = pd.to_datetime(jobs["submitted"])
     jobs = jobs[(submitted >= held[0]) & (submitted < held[1])]
+    causes = jobs[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s", "latency_s"]].sum()
+    assert r["validation.heldout.latency_only_wait_share"] == pytest.approx(causes["latency_s"] / causes.sum(), rel=1e-9)
+    # Table 2 of the replay (queueing delay only, as the paper's): fragmentation includes the locality back-off
     buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
     for b, part in jobs.groupby(buckets, observed=True):
         fragmentation = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum()
-        total = part["delay_fair_share_s"].sum() + fragmentation + part["latency_s"].sum()
-        assert r[f"table2.replay.{b}.other_share"] == pytest.approx(part["latency_s"].sum() / total, rel=1e-9)
-        assert r[f"table2.replay.{b}.fragmentation_share"] == pytest.approx(fragmentation / total, abs=1e-12)
-    # the ablation: leaving out the warm-up, or replaying only Pollux's passed jobs, fits the occupancy worse
-    assert (r["ablation.calibrated.occupancy_mae_pp"] < r["ablation.cold_start.occupancy_mae_pp"]
-            < r["ablation.Pollux_workload.occupancy_mae_pp"])
+        total = part["delay_fair_share_s"].sum() + fragmentation
+        if total > 0:
+            assert r[f"replay.table2.{b}.fragmentation_share"] == pytest.approx(fragmentation / total, abs=1e-12)
+            assert r[f"replay.table2.{b}.fair_share_share"] == pytest.approx(1 - fragmentation / total, abs=1e-12)
+        else:
+            assert r[f"replay.table2.{b}.fair_share_share"] is None   # no queueing delay: shares undefined, not 0
+    # preemptions: attempts ended by a reclaim among the jobs submitted in the held-out span, counted again
+    att_all = rep.result.attempts
+    mine = att_all[att_all["jobid"].isin(jobs["jobid"])]
+    assert r["replay.preemptions"] == int((mine["outcome"] == "preempted").sum())
+    # the scorecard: each held-out figure against its target (lower is better), counted from the figures
+    targets = {"occupancy_mae_pp_complete": 5.0, "max_median_ratio": 1.5, "max_p90_ratio": 2.0, "max_ks": 0.15,
+               "servers_spanned_max_ks": 0.15, "latency_only_wait_share": 0.2}
+    met = sum(r[f"validation.heldout.{k}"] <= target for k, target in targets.items())
+    assert r["validation.heldout.targets_met"] == met
+    assert r["validation.heldout.verdict"].startswith(f"{met} of 6 validation targets met")
+    # the ablation: the model before this work draws every wait (its latency is the whole waiting), the mechanism
+    # leaves at most a fifth of it to the drawn overhead
+    drawn = r["ablation.latency_fitted_to_the_real_waits_no_contention.latency_only_wait_share"]
+    assert drawn > 0.9 and r["ablation.calibrated.latency_only_wait_share"] < 0.5 * drawn
 
 
 @pytest.mark.notebook
@@ -189,9 +234,10 @@ def test_figures_and_peer_comparison(doc):
     from dlcluster.paths import data_dir
 
     r = doc["results"]
-    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "latency_fit", "occupancy_replay_vs_real",
-                                                  "fig3_vc_cdfs_replay_vs_real", "table2_validated_replay",
-                                                  "peer_complete_log_per_vc"}
+    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "latency_fit", "calibration_search",
+                                                  "occupancy_replay_vs_real", "fig3_vc_cdfs_replay_vs_real",
+                                                  "servers_spanned_replay_vs_real", "table2_validated_replay",
+                                                  "long_waits_by_day", "peer_complete_log_per_vc"}
     assert all(f["data"] for f in doc["figures"])
     assert any("SIMULATED" in f["data"] for f in doc["figures"])
     assert {c["key"] for c in doc["comparisons"]} >= {"failures.unsuccessful_jobs_pct",
