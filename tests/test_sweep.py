@@ -86,6 +86,25 @@ def test_code_version_follows_the_source(tmp_path, monkeypatch):
     assert code_version(["sweep_probe_module"]) != before
 
 
+def test_code_version_of_a_package_covers_every_file_but_bytecode(tmp_path, monkeypatch):
+    package = tmp_path / "sweep_probe_package"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("X = 1\n")
+    rules = package / "data" / "rules.yaml"
+    rules.write_text("- a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = code_version(["sweep_probe_package"])
+    rules.write_text("- b\n")  # a data file the package reads is its code too
+    edited = code_version(["sweep_probe_package"])
+    assert edited != before
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0bytecode")
+    (package / "data" / "stray.pyc").write_bytes(b"\0bytecode")
+    assert code_version(["sweep_probe_package"]) == edited  # Python rewrites bytecode on its own
+    (package / "README.md").write_text("notes\n")
+    assert code_version(["sweep_probe_package"]) != edited
+
+
 def test_table_has_params_then_rows_in_cell_order(tmp_path):
     cells = expand_grid({"a": [3, 1, 2]}, {"seed": 7, "tags": ["x", "y"]})
     table = run_sweep(cells, noisy_cell, tmp_path, code_modules=THIS, n_jobs=1, progress=False)

@@ -12,7 +12,7 @@ returned, with the cell's parameters as columns, in the order of ``cells``
   function) for the process pool and Dask.
 * **Cache**: each finished cell is stored as ``<cache_dir>/<key>.parquet``,
   ``key`` = sha256 of the cell's parameters and the *code version* (a hash of
-  the source files of the modules that compute it, :func:`code_version`). A
+  the files of the modules that compute it, every file of a package, :func:`code_version`). A
   rerun skips cached cells; editing the simulator or the experiment code
   invalidates them. Inputs that are not code (data) belong in the parameters
   (e.g. a fingerprint of the workload).
