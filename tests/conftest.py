@@ -25,6 +25,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_dir(tmp_path_factory):
+    """The tests' own cache of sweep cells and calibrations (``DLCLUSTER_CACHE_DIR``), one per session.
+
+    Set in the environment, so the kernels papermill starts for the notebook tests inherit it: a
+    calibration or sweep cell cached by ``make reports`` in ``reports/.sweep-cache`` never satisfies a
+    test, which recomputes what it checks.
+    """
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    path = tmp_path_factory.mktemp("sweep-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(CACHE_DIR_ENV, str(path))
+    yield path
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def raw_small():
     return FIXTURES / "raw_small"

@@ -331,7 +331,7 @@ def test_complete_log_comparison_on_a_two_job_workload():
     assert excluded == {"VC without a node count (peer mode)": 1}
 
 
-def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
+def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypatch):
     grid = {"relax_after_s": [60, 180]}
     first = vcache.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1, cache_dir=tmp_path)
     files = list(tmp_path.glob("calibration-*.json"))
@@ -356,6 +356,15 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) == 2
     with pytest.raises(ValueError, match="not ReplayParams fields"):
         vcache.calibrated_params("public", grid={"nope": [1]}, cache_dir=tmp_path)
+    # no cache_dir: the calibration is looked up in $DLCLUSTER_CACHE_DIR (here a doctored copy, to see it is read)
+    env_cache = tmp_path / "env-cache"
+    env_cache.mkdir()
+    stored = json.loads(files[0].read_text())
+    stored["held_out"]["max_ks"] = 0.123
+    (env_cache / files[0].name).write_text(json.dumps(stored))
+    monkeypatch.setenv("DLCLUSTER_CACHE_DIR", str(env_cache))
+    from_env = vcache.calibrated_params("public", fit_days=2, grid=grid, replay_days=3, warmup_days=1)
+    assert from_env.key == first.key and from_env.held_out["max_ks"] == 0.123
 
 
 def test_ablation_switches_each_ingredient_the_other_way_and_fits_simpler_latencies_on_the_same_span():

@@ -2,8 +2,10 @@
 
 The calibration (:mod:`.calibrate`) runs about twenty replays of the whole
 real workload; the design experiments of notebook 06 run on its outcome. The
-outcome is kept as ``reports/.sweep-cache/calibration-<key>.json``, ``key``
-covering the arguments, every input table and the code that made it.
+outcome is kept as ``calibration-<key>.json`` in the cache folder
+(:func:`dlcluster.paths.cache_dir`: ``reports/.sweep-cache`` unless
+``DLCLUSTER_CACHE_DIR`` names another), ``key`` covering the arguments, every
+input table and the code that made it.
 """
 
 from __future__ import annotations
@@ -59,14 +61,14 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     seeded with ``seed``), cut to ``replay_days`` with ``warmup_days`` of
     warm-up, the DRE records' first-attempt waits, ``grid`` (None:
     :data:`DEFAULT_GRID`). The result is kept in ``cache_dir`` (default
-    ``reports/.sweep-cache``) as ``calibration-<key>.json``, ``key`` = sha256
+    :func:`dlcluster.paths.cache_dir`) as ``calibration-<key>.json``, ``key`` = sha256
     of the arguments, a fingerprint of every input table and the code version
     (:data:`CALIBRATION_CODE`), so notebooks 05 and 06 share one calibration
     per input and any change of data or code recalibrates.
     """
     from ..atomic import atomic_write_text
     from ..codeversion import code_version
-    from ..paths import repo_root
+    from ..paths import cache_dir as default_cache_dir
     from ..trace import load_trace
     from . import jobsets
     from .workload import dre_first_waits, first_days, rfold_replay_workload
@@ -97,7 +99,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     for table in (pub.machines, pub.vc_quotas, pub.occupancy, waits):
         digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
     key = digest.hexdigest()[:20]
-    path = Path(cache_dir or repo_root() / "reports" / ".sweep-cache") / f"calibration-{key}.json"
+    path = (Path(cache_dir) if cache_dir else default_cache_dir()) / f"calibration-{key}.json"
     if path.exists():
         stored = json.loads(path.read_text())
         return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
