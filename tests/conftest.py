@@ -2,11 +2,18 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pytester"]  # tests/test_markers.py runs pytest on the hooks below
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Property tests draw the same examples on every run (the seed comes from each test's name, not from the
+# clock), and no example database replays what an earlier run happened to find: a failure reproduces, and a
+# green run stays green. Every ``settings(...)`` in the tests inherits this profile.
+settings.register_profile("dlcluster", derandomize=True, database=None)
+settings.load_profile("dlcluster")
 
 # What the README names optional: a test marked with one of these markers is skipped, with the
 # reason and how to enable it, when its module is not importable. Every other dependency of the
