@@ -66,8 +66,7 @@ _CI_RUNS: dict = {}
 @pytest.fixture(scope="session")
 def ci_notebook(tmp_path_factory):
     """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict."""
-    import json
-
+    from dlcluster.report import read_results_json
     from dlcluster.report.runner import execute_notebook, read_params
 
     out = tmp_path_factory.mktemp("reports-ci")
@@ -76,7 +75,7 @@ def ci_notebook(tmp_path_factory):
     def run(stem: str) -> dict:
         if stem not in _CI_RUNS:
             execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
-            _CI_RUNS[stem] = json.loads((out / stem / "results.json").read_text())
+            _CI_RUNS[stem] = read_results_json(out / stem / "results.json")
         return _CI_RUNS[stem]
 
     return run

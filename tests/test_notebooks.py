@@ -46,6 +46,8 @@ def test_trace_overview_results(ci_notebook):
     assert r["quality.rows_read"] >= 82247 + 5910 and r["quality.rows_quarantined"] == 0
     assert 0.9 < r["jobs.pollux.one_gpu_share"] < 1.0
     assert r["fig2.dre.median_run_time_s.>8"] > 0
+    assert r["fig2.dre.median_run_time_s.1"] is None  # DRE holds no 1-GPU job: not applicable (null), not NaN
+    assert r["fig2.pollux.median_run_time_s.1"] > 0
 
 
 @pytest.mark.notebook

@@ -5,13 +5,13 @@ simulated run written in the raw Philly format, which takes the trace-based
 Table 2 path that the full trace takes.
 """
 
-import json
 import math
 from pathlib import Path
 
 import pytest
 
 from dlcluster.paths import repo_root
+from dlcluster.report import read_results_json
 
 NOTEBOOK = repo_root() / "notebooks" / "01-locality-queueing.ipynb"
 SMALL = {"sim_max_jobs": 20000, "agreement_max_jobs": 4000}
@@ -24,7 +24,7 @@ def run_notebook(tmp_path: Path, **params) -> dict:
     out = tmp_path / "out"
     pm.execute_notebook(str(NOTEBOOK), str(tmp_path / "executed.ipynb"), parameters={"output_dir": str(out), **params},
                         cwd=str(repo_root()), progress_bar=False, kernel_name="python3")
-    doc = json.loads((out / "results.json").read_text())
+    doc = read_results_json(out / "results.json")
     for fig in doc["figures"]:
         assert (out / fig["path"]).stat().st_size > 10_000, fig
         assert fig["data"], fig

@@ -1,10 +1,9 @@
 """Runs notebooks/02-utilization-colocation.ipynb under params/ci.yaml and checks its results.json."""
 
-import json
-
 import pytest
 
 from dlcluster.paths import repo_root
+from dlcluster.report import read_results_json
 
 STEM = "02-utilization-colocation"
 
@@ -16,7 +15,7 @@ def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("nb")
     params = read_params(repo_root() / "params" / "ci.yaml")
     execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", out, params, html=False)
-    doc = json.loads((out / STEM / "results.json").read_text())
+    doc = read_results_json(out / STEM / "results.json")
     doc["out"] = out / STEM
     return doc
 
@@ -31,7 +30,7 @@ def test_table3_keys_and_ranges(results):
         assert 0 < r[key] < 100, key
     # the public data holds no 1-GPU job: the value is missing, not invented
     if results["params"]["trace"] == "public":
-        assert r["util.table3.1gpu"] is None
+        assert r["util.table3.1gpu"] is None and r["util.table3_job_weighted.1gpu"] is None
         assert 1 <= r["util.minutes_per_job.median"] <= 4
     assert r["util.wasted_cycles_pct"] == pytest.approx(100 - r["util.mean_in_use"])
     assert r["util.gpu_minutes"] > 0 and r["util.jobs_with_samples"] > 0
@@ -73,7 +72,7 @@ def test_full_trace_path_on_the_raw_format_fixture(tmp_path):
                         parameters={"trace": str(repo_root() / "tests" / "fixtures" / "raw_small"),
                                     "output_dir": str(out)},
                         kernel_name="python3", cwd=str(repo_root()), progress_bar=False)
-    r = json.loads((out / "results.json").read_text())["results"]
+    r = read_results_json(out / "results.json")["results"]
     # job 0001 (4 GPUs): 10, 20, 30, 40 on m1 and 50, 60 on m2; job 0006 (1 GPU): 11 and 22
     assert r["util.table3.4gpu"] == pytest.approx(35.0)
     assert r["util.table3.1gpu"] == pytest.approx(16.5)
