@@ -56,6 +56,12 @@ def test_notebook_on_public_data(tmp_path):
         assert r[f"fig4.slope_ci_low.{b}"] <= r[f"fig4.slope_log10_per_server.{b}"] <= r[f"fig4.slope_ci_high.{b}"]
         assert 0 <= r[f"fig4.p_negative.{b}"] <= 1 and 0 <= r[f"fig4.median_p_negative.{b}"] <= 1
         assert isinstance(r[f"fig4.supports_claim.{b}"], bool)
+    # Figure 4's input: every job of the public data (82,247 Pollux + 5,910 DRE) kept or counted by reason
+    left_out = {k.removeprefix("fig4.left_out."): v for k, v in r.items() if k.startswith("fig4.left_out.")}
+    assert r["fig4.jobs_read"] == 82247 + 5910 == r["fig4.jobs_kept"] + sum(left_out.values())
+    assert r["fig4.jobs_kept"] == r["fig4.jobs.5-8"] + r["fig4.jobs.gt8"]
+    assert left_out["servers_of_the_first_attempt_unknown"] > 0  # 5+ GPU Pollux jobs: no placement published
+    assert set(left_out) == {"servers_of_the_first_attempt_unknown", "job_size_outside_the_buckets_studied"}
     check_table2(r, "simulator")
     assert "table2.trace.5-8.waits" not in r  # the public data cannot rebuild the cluster
     for text in ("queueing.causes", "queueing.table2_finding", "queueing.fig4_finding"):
