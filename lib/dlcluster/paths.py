@@ -54,7 +54,3 @@ def cache_dir() -> Path:
     if env:
         return Path(env).resolve()
     return repo_root() / "reports" / ".sweep-cache"
-
-
-def reports_dir() -> Path:
-    return repo_root() / "reports"
