@@ -453,8 +453,10 @@ def test_fig4_interval_and_verdict_follow_alpha():
 
 
 def test_format_seconds():
-    assert [format_seconds(s) for s in (45, 750, 11520, 181440, float("nan"))] == [
-        "45 s", "12.5 min", "3.2 h", "2.1 d", "n/a"]
+    assert [format_seconds(s) for s in (45, 750, 11520, 181440, float("nan"), None)] == [
+        "45 s", "12.5 min", "3.2 h", "2.1 d", "n/a", "n/a"]
+    # negative durations (changes, CI bounds) keep their unit: the experiments' sentences print them
+    assert [format_seconds(s) for s in (-45, -750, -5400, -2.5 * 86400)] == ["-45 s", "-12.5 min", "-1.5 h", "-2.5 d"]
 
 
 def test_rack_rule_needs_one_rack_for_multi_server_jobs():

@@ -359,10 +359,13 @@ def fig4_finding(trends: list[Trend], alpha: float | None = None) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """A duration for prose: '45 s', '12.5 min', '3.2 h', '2.1 d'."""
+    """A duration for prose: '45 s', '12.5 min', '3.2 h', '2.1 d', '-1.5 h' ('n/a' for None or NaN).
+
+    The one such helper of the library (the experiments' sentences use it too).
+    """
     if seconds is None or not np.isfinite(seconds):
         return "n/a"
     for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
+        if abs(seconds) >= size:
             return f"{seconds / size:.1f} {unit}"
     return f"{seconds:.0f} s"
