@@ -300,6 +300,16 @@ def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_
     assert row["fair_share_share"] + row["fragmentation_share"] == pytest.approx(990 / 1050)
 
 
+def test_calibrated_replay_is_the_one_replay_record_with_what_it_ran_on():
+    from dlcluster.validation.replay import Replay
+    params = vc.ReplayParams(latency_s=30.0, lending=False)
+    replay = _two_job_replay(params)
+    assert type(replay) is Replay  # the same record notebook 01's Pollux replay returns
+    assert replay.params == params and replay.lending is False and replay.quotas == {"a": 8}
+    assert replay.topology.total_gpus == 8 and replay.racks == {"m0": 0}
+    assert replay.latency_s.tolist() == [30.0, 30.0] and len(replay.replay.workload) == 2
+
+
 def test_scorecard_marks_each_target():
     from dlcluster.validation import scorecard
     card = scorecard.scorecard({"occupancy_mae_pp": 4.0, "occupancy_mae_pp_complete": 3.0,

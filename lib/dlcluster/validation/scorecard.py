@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import table2
-from .calibrate import Replay
+from .replay import Replay
 
 TARGETS = {
     "occupancy_mae_pp": ("occupancy MAE, held-out span (percentage points)", 5.0),
