@@ -31,8 +31,10 @@ Outputs (tidy schema of dlcluster.sources.curves):
     data/corpus/training_runs.csv.gz   per-epoch metrics of every run
     data/corpus/training_runs_jobs.csv one row per run: configuration, outcome
 
-Losses are reproducible bit for bit for a given seed and library versions;
-the CPU-seconds are measurements and differ between rebuilds.
+Losses are reproducible bit for bit for a given seed and library versions on one
+machine (another CPU's BLAS rounds differently, which runs with a large step size
+amplify: data/corpus/README.md); the CPU-seconds are measurements and differ
+between rebuilds.
 
 Usage: .venv/bin/python scripts/make_training_corpus.py [--runs 200] [--seed 0] [--out-dir data/corpus]
 """

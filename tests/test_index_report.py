@@ -44,6 +44,34 @@ def test_report_compare_stores_checked_rows_and_returns_the_table(tmp_path):
     assert table.loc[1, "published"] == "not published here"
 
 
+def test_results_json_tells_nan_and_infinity_from_not_applicable(tmp_path):
+    import math
+
+    import numpy as np
+
+    from dlcluster.report import read_results_json
+    from dlcluster.report.index import read_results
+
+    rep = Report(tmp_path / "09-x", "09-x", params={"alpha": float("nan")})
+    rep.add("a.nan", np.float64("nan"))
+    rep.add("a.inf", float("inf"))
+    rep.add("a.minus_inf", np.float32("-inf"))
+    rep.add("a.none", None)
+    rep.add("a.value", 2.5)
+    rep.add("a.text", "n/a")
+    rep.compare([{"what": "a ratio with a zero baseline", "ours": float("nan"), "key": None}])
+    path = rep.write()
+    stored = json.loads(path.read_text())  # plain, strict JSON: no NaN or Infinity literal
+    assert stored["results"] == {"a.nan": "NaN", "a.inf": "Infinity", "a.minus_inf": "-Infinity", "a.none": None,
+                                 "a.value": 2.5, "a.text": "n/a"}
+    assert stored["params"]["alpha"] == "NaN" and stored["comparisons"][0]["ours"] == "NaN"
+    for doc in (read_results_json(path), read_results(path)[0]):
+        r = doc["results"]
+        assert math.isnan(r["a.nan"]) and r["a.inf"] == math.inf and r["a.minus_inf"] == -math.inf
+        assert r["a.none"] is None and r["a.value"] == 2.5 and r["a.text"] == "n/a"
+        assert math.isnan(doc["params"]["alpha"]) and math.isnan(doc["comparisons"][0]["ours"])
+
+
 def test_comparison_rows_are_checked():
     with pytest.raises(ValueError, match="at least 'what' and 'ours'"):
         comparison_rows([{"what": "x"}])

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dlcluster import paths
-from dlcluster.analysis.job_util import ecdf_from_counts, job_gpu_util
+from dlcluster.analysis.job_util import job_gpu_util
 from dlcluster.analysis.utilization import DEFAULT_GRID, ecdf, gpu_minutes
 from dlcluster.trace import load_trace
 from dlcluster.trace.ingest import IncompleteIngestError, ingest
@@ -140,7 +140,8 @@ def test_clear_errors(hand_made, tmp_path):
 def test_cdf_from_value_counts_equals_the_cdf_of_the_samples(hand_made):
     counts = job_gpu_util(hand_made[1], per="value_counts").frame
     samples = job_gpu_util(hand_made[1], per="sample").frame
-    np.testing.assert_allclose(ecdf_from_counts(counts["util"], counts["samples"], DEFAULT_GRID),
+    # the one ECDF helper, each distinct value weighted by its count (no expansion of millions of samples)
+    np.testing.assert_allclose(ecdf(counts["util"], DEFAULT_GRID, counts["samples"]),
                                ecdf(samples["util"], DEFAULT_GRID))
-    assert ecdf_from_counts([30.0, 10.0], [1, 3], [5, 10, 29.9, 30]).tolist() == [0, 75, 75, 100]
-    assert np.isnan(ecdf_from_counts([], [], [1.0])).all()
+    assert ecdf([30.0, 10.0], [5, 10, 29.9, 30], weights=[1, 3]).tolist() == [0, 75, 75, 100]
+    assert np.isnan(ecdf([], [1.0], weights=[])).all()

@@ -59,6 +59,12 @@ def test_trace_overview_results(ci_notebook, public_trace):
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx((pollux["num_gpus"] == 1).mean(), rel=1e-12)
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx(76627 / 82247, rel=1e-12)
     assert r["fig2.dre.median_run_time_s.>8"] == dre.loc[dre["num_gpus"] > 8, "run_time_s"].median() == 14443
+    assert r["fig2.dre.median_run_time_s.1"] is None  # DRE holds no 1-GPU job: not applicable (null), not NaN
+    assert r["fig2.pollux.median_run_time_s.1"] > 0
+    for source in ("pollux", "dre"):  # size shares are within each job set, not of all jobs together
+        shares = [v for k, v in r.items() if k.startswith(f"jobs.{source}.size_") and k.endswith(".share")]
+        assert len(shares) >= 3 and sum(shares) == pytest.approx(1.0)
+    assert r["jobs.pollux.size_1.share"] == pytest.approx(r["jobs.pollux.one_gpu_share"])
 
 
 @pytest.mark.notebook

@@ -5,6 +5,7 @@ worked out by hand from the fixture (see the comments next to each).
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -127,7 +128,7 @@ def _locality_jobs(slope, seed=0):
 
 
 def test_servers_trend_recovers_a_negative_slope_and_supports_the_claim():
-    loc = first_attempt_locality(_locality_jobs(-0.5))
+    loc = first_attempt_locality(_locality_jobs(-0.5)).table
     trend = servers_trend(loc, "5-8")
     assert trend.jobs == 160
     assert trend.server_counts == {1: 40, 2: 40, 3: 40, 4: 40}
@@ -140,7 +141,7 @@ def test_servers_trend_recovers_a_negative_slope_and_supports_the_claim():
 
 
 def test_servers_trend_rejects_the_claim_when_delay_grows_with_servers():
-    loc = first_attempt_locality(_locality_jobs(+0.3))
+    loc = first_attempt_locality(_locality_jobs(+0.3)).table
     trend = servers_trend(loc, "5-8")
     assert trend.slope == pytest.approx(0.3, abs=0.03)
     assert trend.p_negative > 0.99
@@ -159,7 +160,7 @@ def test_servers_trend_compares_jobs_of_the_same_size():
     jobs = pd.DataFrame(rows, columns=["num_gpus", "num_servers", "log_delay"])
     jobs = jobs.assign(jobid=[f"j{i}" for i in range(len(jobs))], vc="v",
                        queueing_delay_s=10 ** jobs["log_delay"] - 1).drop(columns="log_delay")
-    loc = first_attempt_locality(jobs)
+    loc = first_attempt_locality(jobs).table
     pooled = np.polyfit(loc["num_servers"], loc["log_delay"], 1)[0]
     assert pooled > 0
     trend = servers_trend(loc, ">8")
@@ -167,20 +168,30 @@ def test_servers_trend_compares_jobs_of_the_same_size():
     assert trend.supports_claim()
 
 
-def test_first_attempt_locality_keeps_only_known_rows_of_the_buckets():
+def test_first_attempt_locality_keeps_known_rows_of_the_buckets_and_counts_every_other():
     jobs = pd.DataFrame({
-        "jobid": ["a", "b", "c", "d", "e"], "vc": "v",
-        "num_gpus": [8, 16, 4, 8, 8],
-        "num_servers": [1, 2, 1, pd.NA, 2],
-        "queueing_delay_s": [99.0, 0.0, 5.0, 7.0, np.nan],
+        "jobid": ["a", "b", "c", "d", "e", "f", "g", "h"], "vc": "v",
+        "num_gpus": [8, 16, 4, 8, 8, 8, np.nan, 1],
+        "num_servers": [1, 2, 1, pd.NA, 2, 1, 1, 1],
+        "queueing_delay_s": [99.0, 0.0, 5.0, 7.0, np.nan, -3.0, 1.0, 1.0],
     })
-    loc = first_attempt_locality(jobs)
-    assert list(loc["jobid"]) == ["a", "b"]
-    assert list(loc["log_delay"]) == [2.0, 0.0]  # log10(1 + 99), log10(1 + 0)
+    locality = first_attempt_locality(jobs)
+    assert list(locality.table["jobid"]) == ["a", "b"]
+    assert list(locality.table["log_delay"]) == [2.0, 0.0]  # log10(1 + 99), log10(1 + 0)
+    assert locality.dropped.to_dict() == {
+        "job GPU count unknown": 1,                                          # g
+        "job size outside the buckets studied (5-8, >8 GPUs)": 2,            # c (4 GPUs), h (1 GPU)
+        "servers of the first attempt unknown": 1,                           # d
+        "queueing delay unknown (no first start or submit time)": 1,         # e
+        "negative queueing delay (first start before submit)": 1,            # f
+    }
+    assert locality.rows_read == len(jobs)  # every row loaded or counted
+    assert first_attempt_locality(jobs, buckets=("2-4", "5-8")).dropped[
+        "job size outside the buckets studied (2-4, 5-8 GPUs)"] == 2  # b (16 GPUs), h (1 GPU); c (4 GPUs) is in
 
 
 def test_servers_trend_needs_two_server_counts():
-    loc = first_attempt_locality(_locality_jobs(0.0)).assign(num_servers=1)
+    loc = first_attempt_locality(_locality_jobs(0.0)).table.assign(num_servers=1)
     with pytest.raises(ValueError, match="2 server counts"):
         servers_trend(loc, "5-8")
 
@@ -426,9 +437,26 @@ def test_fig4_finding_says_whether_the_claim_holds():
     assert not median_disagrees.supports_claim()
 
 
+def test_fig4_interval_and_verdict_follow_alpha():
+    # the interval's level is the trend's 1 - alpha, and the verdict its alpha, not a fixed 95% / 0.05
+    loose = replace(_trend("5-8", 0.5, 0.4, 0.6, 0.07, 0.08), alpha=0.1)
+    assert fig4_finding([loose]) == (
+        "Jobs spread over more servers waited less: 5-8 GPUs: -50% delay per extra server "
+        "(90% CI -60%..-40%, one-sided p=0.07, significant).")
+    assert loose.supports_claim() and not loose.supports_claim(0.05)
+    assert "(97.5% CI " in fig4_finding([replace(loose, alpha=0.025)])
+    loc = first_attempt_locality(_locality_jobs(-0.5)).table
+    at95, at90 = servers_trend(loc, "5-8"), servers_trend(loc, "5-8", alpha=0.1)
+    assert (at95.ci_level, at90.ci_level) == (0.95, 0.9)
+    assert at95.ci_low < at90.ci_low < at90.slope < at90.ci_high < at95.ci_high
+    assert "(90% CI " in fig4_finding([at90]) and "(95% CI " in fig4_finding([at95])
+
+
 def test_format_seconds():
-    assert [format_seconds(s) for s in (45, 750, 11520, 181440, float("nan"))] == [
-        "45 s", "12.5 min", "3.2 h", "2.1 d", "n/a"]
+    assert [format_seconds(s) for s in (45, 750, 11520, 181440, float("nan"), None)] == [
+        "45 s", "12.5 min", "3.2 h", "2.1 d", "n/a", "n/a"]
+    # negative durations (changes, CI bounds) keep their unit: the experiments' sentences print them
+    assert [format_seconds(s) for s in (-45, -750, -5400, -2.5 * 86400)] == ["-45 s", "-12.5 min", "-1.5 h", "-2.5 d"]
 
 
 def test_rack_rule_needs_one_rack_for_multi_server_jobs():
@@ -507,7 +535,7 @@ def test_per_job_agreement_matches_seconds_cause_by_cause():
 
 
 def test_fittable_buckets_and_the_finding_without_any():
-    loc = first_attempt_locality(_locality_jobs(-0.5))
+    loc = first_attempt_locality(_locality_jobs(-0.5)).table
     assert fittable_buckets(loc) == ["5-8"]
     assert fittable_buckets(loc.assign(num_servers=1)) == []
     assert fittable_buckets(loc.head(4)) == []

@@ -5,7 +5,6 @@ simulated run written in the raw Philly format, which takes the trace-based
 Table 2 path that the full trace takes.
 """
 
-import json
 import math
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from scipy import stats
 
 from dlcluster.paths import repo_root
+from dlcluster.report import read_results_json
 
 NOTEBOOK = repo_root() / "notebooks" / "01-locality-queueing.ipynb"
 SMALL = {"sim_max_jobs": 20000, "agreement_max_jobs": 4000}
@@ -27,7 +27,7 @@ def run_notebook(tmp_path: Path, **params) -> dict:
     out = tmp_path / "out"
     pm.execute_notebook(str(NOTEBOOK), str(tmp_path / "executed.ipynb"), parameters={"output_dir": str(out), **params},
                         cwd=str(repo_root()), progress_bar=False, kernel_name="python3")
-    doc = json.loads((out / "results.json").read_text())
+    doc = read_results_json(out / "results.json")
     for fig in doc["figures"]:
         assert (out / fig["path"]).stat().st_size > 10_000, fig
         assert fig["data"], fig
@@ -95,6 +95,12 @@ def test_notebook_on_public_data(tmp_path, public_trace):
         assert r[f"fig4.supports_claim.{b}"] is False
     assert (r["fig4.jobs.5-8"], r["fig4.jobs.gt8"]) == (2361, 473)
     assert r["queueing.fig4_finding"].startswith("Our data does not show that jobs spread over more servers waited less")
+    # Figure 4's input: every job of the public data (82,247 Pollux + 5,910 DRE) kept or counted by reason
+    left_out = {k.removeprefix("fig4.left_out."): v for k, v in r.items() if k.startswith("fig4.left_out.")}
+    assert r["fig4.jobs_read"] == 82247 + 5910 == r["fig4.jobs_kept"] + sum(left_out.values())
+    assert r["fig4.jobs_kept"] == r["fig4.jobs.5-8"] + r["fig4.jobs.gt8"]
+    assert left_out["servers_of_the_first_attempt_unknown"] > 0  # 5+ GPU Pollux jobs: no placement published
+    assert set(left_out) == {"servers_of_the_first_attempt_unknown", "job_size_outside_the_buckets_studied"}
     check_table2(r, "simulator")
     assert "table2.trace.5-8.waits" not in r  # the public data cannot rebuild the cluster
     # in the small replay only 5-8-GPU jobs wait, and all of it is fragmentation

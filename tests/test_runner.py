@@ -3,6 +3,7 @@ and ``dlcluster reports`` as its user sees it: progress lines, quiet output, the
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 
 from dlcluster.report.runner import NotebookFailed, execute_notebook, notebook_params, read_params
 
-LIB = Path(__file__).resolve().parents[1] / "lib"
+REPO = Path(__file__).resolve().parents[1]
+LIB = REPO / "lib"
 WRITE_RESULTS = ("import json, pathlib\np = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
                  "(p / 'results.json').write_text(json.dumps({'notebook': 'x', 'results': {'v': value}}))")
 
@@ -34,6 +36,32 @@ def test_notebook_params_merge_and_filter(tmp_path):
     got = notebook_params(params, "01-x", {"trace", "seed", "output_dir"}, tmp_path / "01-x")
     assert got == {"trace": "public", "seed": 5, "output_dir": str(tmp_path / "01-x")}
     assert notebook_params(params, "02-y", {"seed"}, tmp_path) == {"seed": 3}
+
+
+def test_fingerprint_follows_the_failure_rules_yaml(tmp_path):
+    """Editing a non-Python file of the library (notebook 04's classifier rules) changes every notebook's
+    fingerprint, so ``dlcluster reports`` reruns notebook 04 instead of reusing its old report. Run on a
+    copy of the library (first on PYTHONPATH), never on this checkout's own rules."""
+    copy = tmp_path / "lib"
+    shutil.copytree(LIB / "dlcluster", copy / "dlcluster", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "data").mkdir()  # DLCLUSTER_ROOT: an empty data folder keeps the fingerprint cheap
+    nb = REPO / "notebooks" / "04-failures-rtf.ipynb"
+    probe = ("import sys, dlcluster; from pathlib import Path; from dlcluster.report.runner import notebook_fingerprint;"
+             "print(dlcluster.__file__); print(notebook_fingerprint(Path(sys.argv[1]), {'trace': 'public'}))")
+    env = {**os.environ, "PYTHONPATH": str(copy), "DLCLUSTER_ROOT": str(tmp_path)}
+
+    def fingerprint() -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(nb)], env=env, capture_output=True, text=True,
+                              check=True)
+        where, value = done.stdout.split()
+        assert Path(where) == copy / "dlcluster" / "__init__.py"  # the copy, not this checkout
+        return value
+
+    before = fingerprint()
+    assert fingerprint() == before
+    rules = copy / "dlcluster" / "analysis" / "failure_rules.yaml"
+    rules.write_text(rules.read_text() + "\n# an edited rule\n")
+    assert fingerprint() != before
 
 
 def test_read_params_rejects_non_mapping(tmp_path):

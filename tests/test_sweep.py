@@ -1,13 +1,18 @@
 """The sweep runner: grid expansion, cache keys and reruns, parallel/Dask equality, failure reports."""
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from dlcluster.experiments.sweep import SweepError, cell_key, code_version, describe_cells, expand_grid, run_sweep
+from dlcluster.paths import CACHE_DIR_ENV, cache_dir, repo_root
 
 CALLS: list[dict] = []
 
@@ -84,6 +89,25 @@ def test_code_version_follows_the_source(tmp_path, monkeypatch):
     assert before == code_version(["sweep_probe_module"])
     module.write_text("X = 2\n")
     assert code_version(["sweep_probe_module"]) != before
+
+
+def test_code_version_of_a_package_covers_every_file_but_bytecode(tmp_path, monkeypatch):
+    package = tmp_path / "sweep_probe_package"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("X = 1\n")
+    rules = package / "data" / "rules.yaml"
+    rules.write_text("- a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = code_version(["sweep_probe_package"])
+    rules.write_text("- b\n")  # a data file the package reads is its code too
+    edited = code_version(["sweep_probe_package"])
+    assert edited != before
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"\0bytecode")
+    (package / "data" / "stray.pyc").write_bytes(b"\0bytecode")
+    assert code_version(["sweep_probe_package"]) == edited  # Python rewrites bytecode on its own
+    (package / "README.md").write_text("notes\n")
+    assert code_version(["sweep_probe_package"]) != edited
 
 
 def test_table_has_params_then_rows_in_cell_order(tmp_path):
@@ -210,3 +234,22 @@ def test_progress_bar_counts_cached_cells(tmp_path, capsys):
     run_sweep(cells, noisy_cell, tmp_path, code_modules=THIS, n_jobs=1, progress=True)
     err = capsys.readouterr().err
     assert "sweep" in err and "2/2" in err
+
+
+def test_default_cache_folder_is_reports_sweep_cache_unless_the_environment_names_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(CACHE_DIR_ENV)
+    assert cache_dir() == repo_root() / "reports" / ".sweep-cache"
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    assert cache_dir() == tmp_path / "cache"
+    cells = expand_grid({"a": [1, 2]}, {"seed": 7})
+    run_sweep(cells, noisy_cell, code_modules=THIS, n_jobs=1, progress=False)  # no cache_dir: the default
+    assert len(list((tmp_path / "cache").glob("*.parquet"))) == 2
+
+
+def test_the_tests_cache_their_results_apart_from_make_reports(own_cache_dir):
+    """conftest gives the session its own cache folder, in the environment that notebook kernels inherit."""
+    assert Path(os.environ[CACHE_DIR_ENV]) == own_cache_dir and own_cache_dir.is_dir()
+    assert not own_cache_dir.resolve().is_relative_to(repo_root())
+    child = subprocess.run([sys.executable, "-c", "from dlcluster.paths import cache_dir; print(cache_dir())"],
+                           capture_output=True, text=True, check=True)
+    assert Path(child.stdout.strip()) == own_cache_dir.resolve()

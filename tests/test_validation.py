@@ -304,6 +304,16 @@ def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_
     assert row["fair_share_share"] + row["fragmentation_share"] == pytest.approx(990 / 1050)
 
 
+def test_calibrated_replay_is_the_one_replay_record_with_what_it_ran_on():
+    from dlcluster.validation.replay import Replay
+    params = vc.ReplayParams(latency_s=30.0, lending=False)
+    replay = _two_job_replay(params)
+    assert type(replay) is Replay  # the same record notebook 01's Pollux replay returns
+    assert replay.params == params and replay.lending is False and replay.quotas == {"a": 8}
+    assert replay.topology.total_gpus == 8 and replay.racks == {"m0": 0}
+    assert replay.latency_s.tolist() == [30.0, 30.0] and len(replay.replay.workload) == 2
+
+
 def test_scorecard_marks_each_target():
     from dlcluster.validation import scorecard
     card = scorecard.scorecard({"occupancy_mae_pp_complete": 3.0, "max_median_ratio": 2.0, "max_p90_ratio": 1.9,
@@ -338,7 +348,7 @@ def test_complete_log_comparison_on_a_two_job_workload():
 SMALL_SPACE = {"relax_after_s": [60.0, 180.0], "reclaim_after_s": {"low": 60.0, "high": 600.0, "log": True, "off": None}}
 
 
-def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
+def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypatch):
     first = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
     files = sorted(f.name for f in tmp_path.glob("calibration-*"))
@@ -365,6 +375,15 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path):
     assert len(again.full_replay.workload) == 111549
     with pytest.raises(ValueError, match="not a ReplayParams field"):
         vcache.calibrated_params("public", space={"nope": [1]}, cache_dir=tmp_path)
+    # no cache_dir: the calibration is looked up in $DLCLUSTER_CACHE_DIR (here a doctored copy, to see it is read)
+    env_cache = tmp_path / "env-cache"
+    env_cache.mkdir()
+    stored = json.loads((tmp_path / f"calibration-{first.key}.json").read_text())
+    stored["held_out"]["max_ks"] = 0.123
+    (env_cache / f"calibration-{first.key}.json").write_text(json.dumps(stored))
+    monkeypatch.setenv("DLCLUSTER_CACHE_DIR", str(env_cache))
+    from_env = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1)
+    assert from_env.key == first.key and from_env.held_out["max_ks"] == 0.123
 
 
 def test_an_interrupted_search_resumes_its_study(tmp_path):

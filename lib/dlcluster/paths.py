@@ -2,7 +2,9 @@
 
 The library is installed editable from the repository, so data is found relative
 to the repository root; ``DLCLUSTER_ROOT`` overrides that (e.g. for a copy of
-``data/`` elsewhere).
+``data/`` elsewhere). ``DLCLUSTER_CACHE_DIR`` names the folder of cached sweep
+cells and calibrations (default ``reports/.sweep-cache``; the tests set it to a
+folder of their own, so no result cached by ``make reports`` satisfies them).
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ def ingested_philly_dir() -> Path:
     return data_dir() / "philly"
 
 
-def reports_dir() -> Path:
-    return repo_root() / "reports"
+#: The environment variable that overrides :func:`cache_dir`.
+CACHE_DIR_ENV = "DLCLUSTER_CACHE_DIR"
 
 
 def cache_dir() -> Path:
-    """Where cached calibrations and sweep cells live: ``DLCLUSTER_CACHE_DIR``, else ``reports/.sweep-cache``."""
-    env = os.environ.get("DLCLUSTER_CACHE_DIR")
-    return Path(env).resolve() if env else repo_root() / "reports" / ".sweep-cache"
+    """Where finished sweep cells and calibrations are cached: ``$DLCLUSTER_CACHE_DIR``, else ``reports/.sweep-cache``."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).resolve()
+    return repo_root() / "reports" / ".sweep-cache"

@@ -53,6 +53,21 @@ def scenarios(draw):
     return workload, topology, policy, options
 
 
+def test_property_tests_draw_the_same_examples_on_every_run():
+    drawn = []
+
+    @settings(max_examples=15, deadline=None)  # inherits the conftest profile, as SETTINGS does
+    @given(topologies(), st.integers(0, 10**9))
+    def probe(topology, number):
+        drawn[-1].append((topology, number))
+
+    for _ in range(2):
+        drawn.append([])
+        probe()
+    assert drawn[0] == drawn[1] and len({repr(d) for d in drawn[0]}) > 1
+    assert SETTINGS.derandomize  # the module's own settings inherit the profile too
+
+
 @SETTINGS
 @given(scenarios())
 def test_invariants_hold(scenario):

@@ -140,7 +140,9 @@ class Trend:
 
     ``slope``/``ci_*``/``p_*`` come from OLS with one intercept per job size;
     ``median_*`` from the median regression; ``spearman_rho`` is the plain rank
-    correlation of servers and delay, not adjusted for job size.
+    correlation of servers and delay, not adjusted for job size. ``alpha``: the
+    significance level of the claim test, and ``ci_*`` the ``1 - alpha``
+    interval (:attr:`ci_level`).
     """
 
     bucket: str
@@ -155,24 +157,69 @@ class Trend:
     median_p_negative: float
     spearman_rho: float
     model: object
+    alpha: float = 0.05
 
-    def supports_claim(self, alpha: float = 0.05) -> bool:
-        """True when both the mean and the median trend are significantly negative."""
+    @property
+    def ci_level(self) -> float:
+        """Coverage of the ``ci_low``..``ci_high`` interval: ``1 - alpha``."""
+        return 1.0 - self.alpha
+
+    def supports_claim(self, alpha: float | None = None) -> bool:
+        """True when both the mean and the median trend are significantly negative (at the trend's ``alpha``)."""
+        alpha = self.alpha if alpha is None else alpha
         return bool(self.p_negative < alpha and self.median_p_negative < alpha)
 
 
-def first_attempt_locality(jobs: pd.DataFrame, buckets=("5-8", ">8")) -> pd.DataFrame:
-    """Jobs of the given size buckets with a known first-attempt delay and server count."""
+def percent_label(share: float) -> str:
+    """0.95 -> '95%', 0.975 -> '97.5%': a confidence level for prose."""
+    return f"{round(100 * share, 6):g}%"
+
+
+@dataclass(frozen=True)
+class Locality:
+    """Jobs of the studied size buckets with a known first-attempt delay and server count, and every other
+    job of the input counted under the reason it was left out (``dropped``: reason -> jobs)."""
+
+    table: pd.DataFrame
+    dropped: pd.Series
+
+    @property
+    def rows_read(self) -> int:
+        return len(self.table) + int(self.dropped.sum())
+
+
+def first_attempt_locality(jobs: pd.DataFrame, buckets=("5-8", ">8")) -> Locality:
+    """Jobs of the given size buckets with a known first-attempt delay and server count (Figure 4's input).
+
+    Every job of ``jobs`` is either in ``table`` or counted in ``dropped`` under
+    the first reason that applies: GPU count unknown; size outside ``buckets``;
+    servers of the first attempt unknown; queueing delay unknown; negative
+    queueing delay (first start before submit).
+    """
     require_columns(jobs, ["jobid", "num_gpus", "num_servers", "queueing_delay_s"], "jobs")
     df = jobs[["jobid", "vc", "num_gpus", "num_servers", "queueing_delay_s"]].copy()
-    df["bucket"] = size_bucket(pd.to_numeric(df["num_gpus"], errors="coerce").astype(float))
-    df = df[df["bucket"].isin(buckets)]
-    known = df["num_servers"].notna() & df["queueing_delay_s"].notna() & (df["queueing_delay_s"] >= 0)
-    df = df[known].copy()
+    gpus = pd.to_numeric(df["num_gpus"], errors="coerce").astype(float)
+    df["bucket"] = size_bucket(gpus)
+    gpus_unknown = ~(gpus >= 1)
+    other_size = ~gpus_unknown & ~df["bucket"].isin(buckets)
+    servers_unknown = ~gpus_unknown & ~other_size & df["num_servers"].isna()
+    rest = ~(gpus_unknown | other_size | servers_unknown)
+    delay = pd.to_numeric(df["queueing_delay_s"], errors="coerce").astype(float)
+    delay_unknown = rest & delay.isna()
+    negative = rest & ~delay_unknown & (delay < 0)
+    keep = rest & ~delay_unknown & ~negative
+    dropped = reason_counts({
+        "job GPU count unknown": int(gpus_unknown.sum()),
+        f"job size outside the buckets studied ({', '.join(buckets)} GPUs)": int(other_size.sum()),
+        "servers of the first attempt unknown": int(servers_unknown.sum()),
+        "queueing delay unknown (no first start or submit time)": int(delay_unknown.sum()),
+        "negative queueing delay (first start before submit)": int(negative.sum()),
+    })
+    df = df[keep].copy()
     df["num_servers"] = df["num_servers"].astype("int64")
     df["num_gpus"] = df["num_gpus"].astype("int64")
     df["log_delay"] = np.log10(1.0 + df["queueing_delay_s"].astype(float))
-    return df.reset_index(drop=True)
+    return Locality(df.reset_index(drop=True), dropped)
 
 
 MIN_TREND_JOBS = 5
@@ -228,6 +275,7 @@ def servers_trend(locality: pd.DataFrame, bucket: str, alpha: float = 0.05) -> T
         median_p_negative=_one_sided_negative(float(quant.tvalues["num_servers"]), float(quant.df_resid)),
         spearman_rho=float(rho),
         model=ols,
+        alpha=float(alpha),
     )
 
 
@@ -284,8 +332,12 @@ def plot_servers_trend(locality: pd.DataFrame, trend: Trend, ax, seed: int = 0) 
     ax.legend(fontsize=7, loc="upper right")
 
 
-def fig4_finding(trends: list[Trend], alpha: float = 0.05) -> str:
-    """One sentence: does delay fall with the number of servers, bucket by bucket?"""
+def fig4_finding(trends: list[Trend], alpha: float | None = None) -> str:
+    """One sentence: does delay fall with the number of servers, bucket by bucket?
+
+    Significance at ``alpha`` (None: each trend's own); each interval is named
+    by its own level (``1 - alpha`` of :func:`servers_trend`).
+    """
     if not trends:
         return (f"Not computable: no 5-8 or >8 GPU bucket has {MIN_TREND_JOBS} or more jobs with a known "
                 "delay spread over two or more different server counts.")
@@ -294,7 +346,7 @@ def fig4_finding(trends: list[Trend], alpha: float = 0.05) -> str:
         change = 10 ** t.slope - 1
         verdict = "significant" if t.supports_claim(alpha) else "not significant"
         parts.append(f"{t.bucket} GPUs: {change:+.0%} delay per extra server "
-                     f"(95% CI {10 ** t.ci_low - 1:+.0%}..{10 ** t.ci_high - 1:+.0%}, "
+                     f"({percent_label(t.ci_level)} CI {10 ** t.ci_low - 1:+.0%}..{10 ** t.ci_high - 1:+.0%}, "
                      f"one-sided p={t.p_negative:.2g}, {verdict})")
     supported = [t.bucket for t in trends if t.supports_claim(alpha)]
     if len(supported) == len(trends):
@@ -307,10 +359,13 @@ def fig4_finding(trends: list[Trend], alpha: float = 0.05) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """A duration for prose: '45 s', '12.5 min', '3.2 h', '2.1 d'."""
+    """A duration for prose: '45 s', '12.5 min', '3.2 h', '2.1 d', '-1.5 h' ('n/a' for None or NaN).
+
+    The one such helper of the library (the experiments' sentences use it too).
+    """
     if seconds is None or not np.isfinite(seconds):
         return "n/a"
     for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
+        if abs(seconds) >= size:
             return f"{seconds / size:.1f} {unit}"
     return f"{seconds:.0f} s"

@@ -266,6 +266,9 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
       every user's failure rate - tests clustering in time beyond user habit;
     * ``p_value_across_users``: statuses shuffled over all jobs - tests whether
       failures concentrate on some users at all.
+
+    Where the difference is undefined (no pair after a failure, or none after
+    another status: e.g. a trace without failures) it and both p-values are NaN.
     """
     final, _ = final_status_jobs(jobs)
     final = final[final["user"].notna() & final["submitted"].notna()]
@@ -292,13 +295,14 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
             shuffled[a:b] = rng.permutation(shuffled[a:b])
         within[i] = np.subtract(*lift(shuffled))
         across[i] = np.subtract(*lift(rng.permutation(failed)))
+    undefined = not np.isfinite(observed)  # every comparison with NaN is False: p would be 1 / (n + 1)
     return {
         "pairs": int(same_user_next.sum()),
         "p_fail_after_fail_pct": float(100 * after_fail),
         "p_fail_after_other_pct": float(100 * after_ok),
         "difference_pct_points": float(100 * observed),
-        "p_value_within_user": float((1 + (within >= observed).sum()) / (n_permutations + 1)),
-        "p_value_across_users": float((1 + (across >= observed).sum()) / (n_permutations + 1)),
+        "p_value_within_user": np.nan if undefined else float((1 + (within >= observed).sum()) / (n_permutations + 1)),
+        "p_value_across_users": np.nan if undefined else float((1 + (across >= observed).sum()) / (n_permutations + 1)),
         "n_permutations": n_permutations,
     }
 

@@ -240,21 +240,6 @@ def _aggregate(con, per: str) -> tuple[pd.DataFrame, int, int]:
     return _typed(frame), int(frame["gpu_minutes"].sum()), missing
 
 
-def ecdf_from_counts(values, counts, grid) -> np.ndarray:
-    """Percent of samples <= each grid point, from distinct values and their counts (``per="value_counts"``).
-
-    The same as ``utilization.ecdf(np.repeat(values, counts), grid)`` without
-    expanding millions of samples; NaN grid-wide if there are none.
-    """
-    values, counts = np.asarray(values, dtype=float), np.asarray(counts, dtype=np.int64)
-    grid = np.asarray(grid, dtype=float)
-    if counts.sum() == 0:
-        return np.full(grid.shape, np.nan)
-    order = np.argsort(values, kind="stable")
-    cumulative = np.concatenate([[0], np.cumsum(counts[order])])
-    return 100.0 * cumulative[np.searchsorted(values[order], grid, side="right")] / cumulative[-1]
-
-
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     types = {"jobid": "str", "machine": "str", "attempt": "int64", "gpu": "int64", "num_gpus": "Int64",
              "status": "string", "util": "float64", "samples": "int64", "gpu_minutes": "int64",

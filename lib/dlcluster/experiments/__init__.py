@@ -56,7 +56,7 @@ branch in :func:`.grid.simulation_options` and its cells in
 from __future__ import annotations
 
 from .common import (  # noqa: F401
-    BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_duration,
+    BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_seconds,
     Inputs, ValidatedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
     resample_periods, rows_of, scale_load, seed_ci, short_duration, summarize, validated_inputs)
 from .early_stop import (  # noqa: F401

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..analysis.delays import format_seconds
 from ..sim import (
     Topology,
     Workload,
@@ -451,16 +452,6 @@ def rows_of(table: pd.DataFrame, experiment: str, population: str = "all jobs") 
 # --------------------------------------------------------------------------- sentences
 
 
-def format_duration(seconds: float) -> str:
-    """'45 s', '12.5 min', '3.2 h', '2.1 d' (n/a for NaN)."""
-    if seconds is None or not np.isfinite(seconds):
-        return "n/a"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if abs(seconds) >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.0f} s"
-
-
 def change_verb(before: float, after: float, up: str = "raised", down: str = "cut", rel_tol: float = 0.005) -> str:
     """How ``after`` compares with ``before``: up, down or 'left unchanged' (within ``rel_tol``)."""
     if not (np.isfinite(before) and np.isfinite(after)):
@@ -484,12 +475,12 @@ def paired_ci(rows: pd.DataFrame, base_arm: str, arm: str, metric: str,
 
 
 def signed_duration(seconds: float) -> str:
-    return ("+" if seconds >= 0 else "−") + format_duration(abs(seconds))
+    return ("+" if seconds >= 0 else "−") + format_seconds(abs(seconds))
 
 
 def delay_change_text(before: float, after: float, paired) -> str:
     """'1.0 min → 1.1 h, +1.1 h [95% CI +20.0 min, +1.9 h]': a change of a delay, in time (delays can be 0)."""
-    text = f"{format_duration(before)} → {format_duration(after)}"
+    text = f"{format_seconds(before)} → {format_seconds(after)}"
     mean, low, high = paired
     if np.isfinite(mean):
         text += f", {signed_duration(mean)}"
@@ -500,7 +491,7 @@ def delay_change_text(before: float, after: float, paired) -> str:
 
 def change_text(before: float, after: float, paired=None) -> str:
     """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%]': both means, and the paired relative change where known."""
-    text = f"{format_duration(before)} → {format_duration(after)}"
+    text = f"{format_seconds(before)} → {format_seconds(after)}"
     mean, low, high = paired if paired is not None else (float("nan"),) * 3
     if not np.isfinite(mean) and np.isfinite(before) and np.isfinite(after) and before > 0:
         mean = (after - before) / before

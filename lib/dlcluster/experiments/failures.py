@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
-from .common import cached_trace, format_duration, paired_change, rows_of, summarize
+from .common import cached_trace, format_seconds, paired_change, rows_of, summarize
 from .plots import LOAD_COLORS
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
@@ -83,10 +83,10 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str) -> str:
         listed = []
         for row in rows.itertuples():
             prerun = f" (+{100 * row.prerun_share_mean:.1f}% on pre-runs)" if row.prerun_share_mean > 0 else ""
-            added = f"{'+' if row.good_jct_added_s >= 0 else '−'}{format_duration(abs(row.good_jct_added_s))}"
+            added = f"{'+' if row.good_jct_added_s >= 0 else '−'}{format_seconds(abs(row.good_jct_added_s))}"
             if np.isfinite(row.good_jct_added_ci_low):
-                added += (f" [95% CI {format_duration(row.good_jct_added_ci_low)}, "
-                          f"{format_duration(row.good_jct_added_ci_high)}]").replace("-", "−")
+                added += (f" [95% CI {format_seconds(row.good_jct_added_ci_low)}, "
+                          f"{format_seconds(row.good_jct_added_ci_high)}]").replace("-", "−")
             listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts{prerun}, "
                           f"mean JCT of never-failing jobs {added}")
         named = {"fitted": "the failure model fitted to the public data",

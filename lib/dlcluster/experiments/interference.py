@@ -9,7 +9,7 @@ from .common import (
     best_arm,
     change_verb,
     delay_change_text,
-    format_duration,
+    format_seconds,
     mean_where,
     paired_ci,
 )
@@ -71,8 +71,8 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str) -> 
     moved = delay_change_text(before, after, paired_ci(large, *mig, "frag_delay_mean_s", relative=False))
     return (f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} on dedicated servers vs {speed[0]:.2f} "
             f"packed and {speed[1]:.2f} spread, while {bucket}-GPU jobs waited on average "
-            f"{format_duration(frag[2])} for a local placement with dedicated servers vs {format_duration(frag[0])} "
-            f"packed and {format_duration(frag[1])} spread; migration {change_verb(before, after)} that wait under "
+            f"{format_seconds(frag[2])} for a local placement with dedicated servers vs {format_seconds(frag[0])} "
+            f"packed and {format_seconds(frag[1])} spread; migration {change_verb(before, after)} that wait under "
             f"spreading ({moved})"
-            + (f", and the lowest mean JCT of all jobs came from '{best}' ({format_duration(value)})"
+            + (f", and the lowest mean JCT of all jobs came from '{best}' ({format_seconds(value)})"
                if best is not None else "") + ".")

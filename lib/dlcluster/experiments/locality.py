@@ -10,7 +10,7 @@ from .common import (
     change_text,
     change_verb,
     delay_change_text,
-    format_duration,
+    format_seconds,
     mean_where,
     paired_ci,
     short_duration,
@@ -69,7 +69,7 @@ def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_
             f"{change_verb(u0, u1)} the useful share of their GPU time ({u0:.0%} → {u1:.0%}) and {change_verb(j0, j1)} their "
             f"mean JCT ({change_text(j0, j1, paired_ci(part, default_arm, strict, 'jct_mean_s'))})")
     best, value = best_arm(rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)], "jct_mean_s")
-    tail = f"; the lowest mean JCT for them at {main_load} came with '{best}' ({format_duration(value)})" \
+    tail = f"; the lowest mean JCT for them at {main_load} came with '{best}' ({format_seconds(value)})" \
         if best is not None else ""
     return (f"Holding {bucket}-GPU jobs to strict locality instead of Philly's '{default_arm}': "
             + "; ".join(clauses) + tail + ".")

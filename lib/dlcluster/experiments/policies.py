@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, change_text, format_duration, mean_where, paired_ci
+from .common import best_arm, change_text, format_seconds, mean_where, paired_ci
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
@@ -26,7 +26,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean()
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
             clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
-                           f"({format_duration(value)})")
+                           f"({format_seconds(value)})")
             continue
         # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
         other, _ = best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)
@@ -34,7 +34,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         change = change_text(philly, mean_where(everyone, "jct_mean_s", arm=other),
                               paired_ci(everyone, "Philly", other, "jct_mean_s")) if other else "n/a"
         srtf = mean_where(everyone, "jct_mean_s", arm=oracle)
-        bound = f"; SRTF bound {format_duration(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
+        bound = f"; SRTF bound {format_seconds(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
         large = at[at["bucket"] == bucket]
         by_size = []
         for size in SIZE_BUCKETS:
@@ -42,9 +42,9 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
             if size_best is not None:
                 by_size.append(f"{size} GPU{'' if size == '1' else 's'}: {size_best}")
         clauses.append(
-            f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_duration(value)}; "
+            f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_seconds(value)}; "
             f"Philly → {other}: {change}{bound}), with p99 JCT of {bucket}-GPU jobs "
-            f"{format_duration(mean_where(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
-            f"{format_duration(mean_where(large, 'jct_p99_s', arm=other))} under {other}"
+            f"{format_seconds(mean_where(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
+            f"{format_seconds(mean_where(large, 'jct_p99_s', arm=other))} under {other}"
             + (", and the lowest mean JCT per job size from " + ", ".join(by_size) if by_size else ""))
     return "Across scheduling policies, " + "; ".join(clauses) + "."

@@ -12,7 +12,7 @@ returned, with the cell's parameters as columns, in the order of ``cells``
   function) for the process pool and Dask.
 * **Cache**: each finished cell is stored as ``<cache_dir>/<key>.parquet``,
   ``key`` = sha256 of the cell's parameters and the *code version* (a hash of
-  the source files of the modules that compute it, :func:`code_version`). A
+  the files of the modules that compute it, every file of a package, :func:`code_version`). A
   rerun skips cached cells; editing the simulator or the experiment code
   invalidates them. Inputs that are not code (data) belong in the parameters
   (e.g. a fingerprint of the workload).
@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..codeversion import code_version  # noqa: F401  (part of this module's API)
+from ..paths import cache_dir as default_cache_dir
 from ..report.progress import emit as emit_progress
 
 #: Columns run_sweep adds to each row: the cell's position in the grid and its cache key.
@@ -166,7 +167,7 @@ def _run_dask(fn, pending, address):
             yield i, outcome
 
 
-def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path, *,
+def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path | None = None, *,
               code_modules: Iterable[str] | None = None, out: str | Path | None = None,
               n_jobs: int | None = None, scheduler_address: str | None = None,
               progress: bool = True) -> pd.DataFrame:
@@ -175,7 +176,8 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     ``fn(params) -> DataFrame | dict`` (a dict is one row). ``code_modules``:
     modules whose source makes up the code version (default: ``fn``'s module
     and this one). ``out``: also write the table to this Parquet file
-    (atomically). ``n_jobs``: local worker processes (None = all cores,
+    (atomically). ``cache_dir``: where finished cells are kept (None: the default,
+    :func:`dlcluster.paths.cache_dir`). ``n_jobs``: local worker processes (None = all cores,
     1 = in this process). ``scheduler_address``: run on that Dask distributed
     scheduler instead (e.g. ``"tcp://10.0.0.5:8786"``). Parameters that are
     lists or mappings appear in the table as JSON text.
@@ -191,7 +193,7 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     duplicated = sorted({_canonical(c) for c, k in zip(cells, keys) if k in repeated})
     if duplicated:
         raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
-    cache_dir = Path(cache_dir)
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
     paths = [cache_dir / f"{k}.parquet" for k in keys]
     pending = [(i, cells[i]) for i, p in enumerate(paths) if not p.exists()]

@@ -11,6 +11,6 @@ Not to be confused with ``reports/``, the folder these write into.
 """
 
 from ..atomic import atomic_write_text
-from .notebook import Report
+from .notebook import Report, read_results_json
 
-__all__ = ["Report", "atomic_write_text"]
+__all__ = ["Report", "atomic_write_text", "read_results_json"]

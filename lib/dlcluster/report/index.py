@@ -31,6 +31,7 @@ import yaml
 
 from ..paths import data_dir, repo_root
 from ..atomic import atomic_write_text
+from .notebook import read_results_json
 from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
 from .reproduction import VERDICTS, counts, write_scorecard
 
@@ -80,7 +81,7 @@ def read_results(path: Path) -> tuple[dict | None, str]:
     if not path.exists():
         return None, f"no {path.name}: the notebook failed or wrote none"
     try:
-        doc = json.loads(path.read_text())
+        doc = read_results_json(path)
     except json.JSONDecodeError as exc:
         return None, f"{path} is not valid JSON ({exc})"
     if not isinstance(doc, dict) or not isinstance(doc.get("results", {}), dict):

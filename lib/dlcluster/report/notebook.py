@@ -5,6 +5,13 @@ A notebook creates one :class:`Report` for its ``output_dir``; figures go to
 and :meth:`Report.write` writes ``results.json`` atomically (a flat mapping of
 documented key numbers). An interrupted run therefore never leaves a
 ``results.json`` that looks complete.
+
+JSON has no literal for the floats that are not finite, so ``results.json``
+spells a computed NaN as the string ``"NaN"``, +inf as ``"Infinity"`` and -inf
+as ``"-Infinity"``; ``null`` (a value of None) means *not applicable* (e.g. a
+job size the data does not hold). :func:`read_results_json` reads the file back
+with those strings decoded to floats (a result that is one of these strings as
+text therefore reads back as a float).
 """
 
 from __future__ import annotations
@@ -23,17 +30,57 @@ from ..paths import repo_root
 from .reference import check_keys, comparison_rows, published_vs_ours
 
 
+#: How results.json spells each float that JSON has no literal for (None is written as null: not applicable).
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating, float)):
         value = float(value)
-        return None if math.isnan(value) or math.isinf(value) else value
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
     if isinstance(value, (np.bool_,)):
         return bool(value)
     if value is None or isinstance(value, (str, int, bool)):
         return value
     raise TypeError(f"results.json values must be scalars, got {type(value).__name__}: {value!r}")
+
+
+def decode_value(value: Any) -> Any:
+    """A value as read from results.json, with ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` back as floats."""
+    if isinstance(value, str) and value in NON_FINITE:
+        return NON_FINITE[value]
+    return value
+
+
+def decode_results(doc: Any) -> Any:
+    """A parsed results.json with its non-finite floats decoded (``results``, ``params``, comparisons' ``ours``).
+
+    Anything that is not shaped like a results document is returned as it is.
+    """
+    if not isinstance(doc, dict):
+        return doc
+    doc = dict(doc)
+    for field in ("results", "params"):
+        if isinstance(doc.get(field), dict):
+            doc[field] = {k: decode_value(v) for k, v in doc[field].items()}
+    if isinstance(doc.get("comparisons"), list):
+        doc["comparisons"] = [{**row, "ours": decode_value(row["ours"])} if isinstance(row, dict) and "ours" in row
+                              else row for row in doc["comparisons"]]
+    return doc
+
+
+def read_results_json(path: str | Path) -> dict:
+    """Read a notebook's results.json, NaN and infinities as floats (None stays None: not applicable).
+
+    Raises ``OSError`` if the file cannot be read and ``json.JSONDecodeError`` if it is not JSON.
+    """
+    return decode_results(json.loads(Path(path).read_text()))
 
 
 class Report:
@@ -94,6 +141,8 @@ class Report:
             "results": self.results,
             "descriptions": self.descriptions,
             "figures": self.figures,
-            "comparisons": self.comparisons,
+            "comparisons": [{**row, "ours": _jsonable(row["ours"])} for row in self.comparisons],
         }
-        return atomic_write_text(self.output_dir / "results.json", json.dumps(doc, indent=2, sort_keys=True))
+        # allow_nan=False: a non-finite float that escaped the spelling above fails here, not in a reader
+        return atomic_write_text(self.output_dir / "results.json",
+                                 json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))

@@ -185,8 +185,9 @@ def _hash_files(digest, files, root: Path) -> None:
 def notebook_fingerprint(nb: Path, given: dict) -> str:
     """sha256 over what a notebook's outputs depend on, conservatively.
 
-    The notebook file, its effective parameters (``output_dir`` aside), the
-    library's source, and the data: every file under ``data/`` but the full
+    The notebook file, its effective parameters (``output_dir`` aside), every
+    file of the library (``failure_rules.yaml`` as well as the ``.py`` files:
+    :func:`~dlcluster.codeversion.code_version`), and the data: every file under ``data/`` but the full
     trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
     for a ``trace`` that is a directory, each file's name, size and mtime.
     """

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 TRACE_TZ = "America/Los_Angeles"
-ZONE_OFFSETS = {"PDT": pd.Timedelta(hours=7), "PST": pd.Timedelta(hours=8)}
 FIRST_SUBMIT_DAY = pd.Timestamp("2017-08-07", tz=TRACE_TZ)     # the released trace's first submit day
 LAST_SUBMIT_DAY = pd.Timestamp("2017-12-22", tz=TRACE_TZ)      # ... and its last
 PLAUSIBLE_MARGIN = pd.Timedelta(days=31)
@@ -73,20 +72,3 @@ def outside_trace_period(utc: pd.Series) -> np.ndarray:
     """Times (UTC) before the cluster existed or after the trace ended; NaT is not outside."""
     utc = pd.Series(utc)
     return ((utc < EARLIEST_PLAUSIBLE_TIME) | (utc >= LATEST_PLAUSIBLE_TIME)).to_numpy(dtype=bool)
-
-
-def parse_zoned(values: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Parse ``'YYYY-MM-DD HH:MM:SS PDT|PST'`` to UTC; returns ``(utc, bad)``."""
-    text = pd.Series(values, dtype="object").astype(str).str.strip()
-    zone = text.str[-3:]
-    offset = zone.map(ZONE_OFFSETS)
-    naive = pd.to_datetime(text.str[:-4], errors="coerce", format="%Y-%m-%d %H:%M:%S")
-    utc = (naive + offset.astype("timedelta64[ns]")).dt.tz_localize("UTC").astype("datetime64[ns, UTC]")
-    bad = utc.isna()
-    return utc, bad
-
-
-def to_local_string(utc: pd.Series) -> pd.Series:
-    """UTC -> naive US/Pacific wall-clock string, as the job log writes it ('' for NaT)."""
-    local = pd.Series(utc).dt.tz_convert(TRACE_TZ)
-    return local.dt.strftime("%Y-%m-%d %H:%M:%S").fillna("")

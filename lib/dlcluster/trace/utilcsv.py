@@ -57,8 +57,6 @@ EXPECTED_HEADERS = {
 }
 # Columns of a validated (wide) block, after the time and machine columns.
 WIDE_VALUES = {"gpu": [f"gpu{i}" for i in range(8)], "cpu": ["cpu_util"], "mem": ["mem_util"]}
-LONG_COLUMNS = {"gpu": ["machine", "gpu", "time", "util"], "cpu": ["machine", "time", "cpu_util"],
-                "mem": ["machine", "time", "mem_util"]}
 MISSING_STRINGS = ("NA", "", "None", "nan")
 ZONE_OFFSET_S = {"PDT": 7 * 3600, "PST": 8 * 3600}
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

@@ -38,7 +38,7 @@ from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.sharing import Reclaim
 from ..sim.workload import quotas_from_table
 from ..trace.schema import size_bucket
-from .replay import compare_delays
+from .replay import Replay, compare_delays
 from .workload import ReplayWorkload
 
 DELAY_BUCKETS = ("2-4", "5-8", ">8")
@@ -110,17 +110,6 @@ def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quot
     demand = demand.reindex(missing).fillna(0.0)
     shares = demand / demand.sum() if demand.sum() > 0 else pd.Series(1.0 / len(missing), index=missing)
     return {**quotas, **{vc: int(np.floor(left * s)) for vc, s in shares.items()}}
-
-
-@dataclass(frozen=True)
-class Replay:
-    """One simulated replay with what it ran on."""
-
-    result: object
-    params: ReplayParams
-    quotas: dict
-    replay: ReplayWorkload
-    latency_s: np.ndarray            # each job's scheduler latency, in workload order
 
 
 #: One row of :attr:`ReplayParams.latency_mixture`: a size bucket ("all" = every size), the fast mode's share, and
@@ -327,7 +316,8 @@ def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Data
     """
     setup = replay_setup(replay, machines, vc_table, params, quota_workload=quota_workload, seed=seed)
     result = simulate(setup.workload, setup.topology, setup.policy, quotas=setup.quotas, seed=seed, **setup.options)
-    return Replay(result, params, setup.quotas, replay, setup.latency_s)
+    return Replay(result, setup.topology, setup.quotas, bool(setup.options["lending"]), params=params, replay=replay,
+                  latency_s=setup.latency_s)
 
 
 # --------------------------------------------------------------------------- measures

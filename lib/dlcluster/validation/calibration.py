@@ -2,8 +2,9 @@
 
 The calibration (:mod:`.search`) runs tens of replays of the real workload on
 the fit span; the design experiments of notebook 06 run on its outcome. The
-outcome is kept as ``reports/.sweep-cache/calibration-<key>.json`` (the cache
-folder: :func:`dlcluster.paths.cache_dir`), ``key`` covering the arguments,
+outcome is kept as ``calibration-<key>.json`` in the cache folder
+(:func:`dlcluster.paths.cache_dir`: ``reports/.sweep-cache`` unless
+``DLCLUSTER_CACHE_DIR`` names another), ``key`` covering the arguments,
 every input table and the code that made it; the Optuna study beside it
 (``calibration-<key>.db``) lets an interrupted calibration resume.
 """

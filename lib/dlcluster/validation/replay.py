@@ -20,12 +20,20 @@ from ..trace.schema import SIZE_BUCKETS, size_bucket
 
 @dataclass(frozen=True)
 class Replay:
-    """A simulated replay of the real Pollux jobs, with what it ran on."""
+    """A simulated replay of real jobs, with what it ran on: the one replay record of the library.
+
+    Notebook 01's replay of the Pollux jobs (:func:`replay_public_workload`) fills the first four fields;
+    a calibrated replay (:func:`dlcluster.validation.calibrate.run_replay`) also its parameters, its
+    workload and each job's scheduler latency.
+    """
 
     result: object          # dlcluster.sim.SimResult
     topology: object        # dlcluster.sim.Topology
-    quotas: dict
-    lending: bool
+    quotas: dict | None     # VC -> GPUs (None: no quotas)
+    lending: bool           # may a VC borrow idle GPUs beyond its quota
+    params: object = None   # calibrate.ReplayParams of a calibrated replay
+    replay: object = None   # workload.ReplayWorkload it replayed (calibrated replay)
+    latency_s: np.ndarray | None = None  # each job's scheduler latency, in workload order (calibrated replay)
 
     @property
     def racks(self) -> dict:

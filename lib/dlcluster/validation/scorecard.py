@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import table2
-from .calibrate import Replay
+from .replay import Replay
 
 TARGETS = {
     "occupancy_mae_pp_complete": ("occupancy MAE up to the job set's completeness horizon (points)", 5.0),
