@@ -33,6 +33,7 @@ import yaml
 
 from ..atomic import atomic_write_text
 from ..paths import repo_root
+from .notebook import read_results_json
 
 SCORECARD_SECTION = "scorecard"
 HEADER = """\
@@ -94,7 +95,7 @@ def collect(reports_dir: str | Path) -> dict[str, dict]:
     reports_dir = Path(reports_dir)
     out: dict[str, dict] = {}
     for path in sorted(reports_dir.glob("[0-9][0-9]-*/results.json")):
-        doc = json.loads(path.read_text())  # TODO-merge: the shared reader that decodes NaN
+        doc = read_results_json(path)
         out[path.parent.name] = dict(sorted(doc["results"].items()))
     card = reports_dir / "scorecard.json"
     if card.exists():

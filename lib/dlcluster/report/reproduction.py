@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from ..atomic import atomic_write_text
+from .notebook import read_results_json
 from .reference import load_reference
 
 SPEC_PATH = Path(__file__).with_name("reproduction.yaml")
@@ -128,7 +129,7 @@ def read_notebook_results(reports_dir: Path) -> dict[str, dict]:
     out = {}
     for path in sorted(Path(reports_dir).glob("[0-9][0-9]-*/results.json")):
         try:
-            results = json.loads(path.read_text())["results"]  # TODO-merge: shared reader (NaN)
+            results = read_results_json(path)["results"]
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
         out[path.parent.name] = results
