@@ -138,3 +138,23 @@ def test_a_relative_output_dir_is_the_repositorys_wherever_the_kernel_runs(tmp_p
     rep = Report("reports/adhoc/09-x", "09-x")
     assert rep.output_dir == repo_root() / "reports" / "adhoc" / "09-x" == tmp_path / "repo" / "reports" / "adhoc" / "09-x"
     assert rep.figures_dir.is_dir() and not (tmp_path / "reports").exists()
+
+
+def test_a_long_data_caption_wraps_at_the_figure_width(tmp_path):
+    """A caption of several hundred characters must not widen the image (it made some 2,000 pixels wide)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+
+    rep = Report(tmp_path / "09-x", "09-x")
+    sizes = {}
+    for name, data in (("short", "real DRE records"), ("long", "SIMULATED calibrated replay of 111,549 real RFold "
+                                                               "jobs (quotas=on, lending=up to 1.16x quota) " * 8)):
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        ax.plot([0, 1], [0, 1])
+        sizes[name] = mpimg.imread(rep.figure(fig, name, data=data)).shape[:2]
+        plt.close(fig)
+    (short_h, short_w), (long_h, long_w) = sizes["short"], sizes["long"]
+    assert long_w <= 7 * 110 * 1.02 and long_w <= short_w * 1.05   # as wide as the figure, at most
+    assert long_h > short_h + 5 * 7   # the caption took lines of its own instead

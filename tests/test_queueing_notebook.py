@@ -17,7 +17,8 @@ from dlcluster.paths import repo_root
 from dlcluster.report import read_results_json
 
 NOTEBOOK = repo_root() / "notebooks" / "01-locality-queueing.ipynb"
-SMALL = {"sim_max_jobs": 20000, "agreement_max_jobs": 4000}
+# notebook 05's small calibration (params/ci.yaml): the same parameters share its cached calibration
+SMALL = {"agreement_max_jobs": 4000, "fit_days": 7, "replay_days": 12, "warmup_days": 7, "calibration_trials": 4}
 BUCKETS = ("1", "2-4", "5-8", "gt8")
 
 
@@ -103,27 +104,48 @@ def test_notebook_on_public_data(tmp_path, public_trace):
     assert set(left_out) == {"servers_of_the_first_attempt_unknown", "job_size_outside_the_buckets_studied"}
     check_table2(r, "simulator")
     assert "table2.trace.5-8.waits" not in r  # the public data cannot rebuild the cluster
-    # in the small replay only 5-8-GPU jobs wait, and all of it is fragmentation
-    assert r["queueing.causes"] == "fair-share 0%, fragmentation 100% of all waiting time"
-    assert r["queueing.table2_finding"].startswith("Fragmentation's share of waiting time is 100% (5-8 GPUs)")
     # the trace-based attribution recovers the simulator's causes from a written raw trace
     assert r["agreement.philly.per_job"] > 0.99 and r["agreement.strict.per_job"] > 0.99
-    # the real busy share recomputed from the occupancy record over the replayed jobs' submit span (the notebook
-    # cuts at the replay's event times, a few minutes inside it: abs=1e-3)
-    pollux = public_trace.jobs_of("pollux")
-    submitted = pollux.loc[pollux["submitted"] >= dre["submitted"].min(), "submitted"].sort_values().iloc[:SMALL["sim_max_jobs"]]
-    occ = public_trace.occupancy
-    window = occ[(occ["time"] >= submitted.min()) & (occ["time"] <= submitted.max())]
-    assert r["replay.real_busy_servers_share"] == pytest.approx((window["active"] / window["total"]).mean(), abs=1e-3)
-    # the Pollux jobs alone (passed jobs only) keep far fewer servers busy than the real cluster had, so they wait less
-    assert r["replay.busy_servers_share"] < 0.6 * r["replay.real_busy_servers_share"]
-    real = dre[(dre["submitted"] >= submitted.min()) & (dre["submitted"] <= submitted.max()) & (dre["run_time_s"] >= 300)]
-    for b, (low, high) in {"2-4": (2, 4), "5-8": (5, 8), "gt8": (9, 10**6)}.items():
-        delays = real.loc[(real["num_gpus"] >= low) & (real["num_gpus"] <= high), "queueing_delay_s"]
-        assert r[f"real_vs_sim.{b}.real_n"] == len(delays) > 0 and r[f"real_vs_sim.{b}.simulated_n"] > 0
-        assert r[f"real_vs_sim.{b}.real_median_s"] == pytest.approx(delays.median(), rel=1e-12)
-        assert r[f"real_vs_sim.{b}.simulated_median_s"] < r[f"real_vs_sim.{b}.real_median_s"]
-        assert r[f"real_vs_sim.{b}.ks_statistic"] > 0.5
+    # the simulated side is notebook 05's calibrated replay: run again from the same cached calibration, its Table 2
+    # (queueing delay only: fair-share vs fragmentation + back-off), busy servers and waits recomputed by hand
+    from dlcluster.validation import calibrate as vcal
+    from dlcluster.validation import calibration as vcache
+    from dlcluster.validation import workload as vwork
+
+    cal = vcache.calibrated_params("public", SMALL["fit_days"], 0, None, SMALL["calibration_trials"], SMALL["replay_days"],
+                                   SMALL["warmup_days"])
+    rep = vcal.run_replay(cal.replay, public_trace.machines, public_trace.vc_quotas, cal.params)
+    measured = (cal.spans["fit"][0], min(cal.spans["held_out"][1], cal.held_out["complete_until"]))
+    jobs = rep.result.jobs
+    jobs = jobs[(pd.to_datetime(jobs["submitted"]) >= measured[0]) & (pd.to_datetime(jobs["submitted"]) < measured[1])]
+    buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
+    totals = {}
+    for b, part in jobs.groupby(buckets, observed=True):
+        fair = part["delay_fair_share_s"].sum()
+        fragmentation = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum()
+        totals[b] = (fair, fragmentation)
+        assert r[f"table2.simulator.{b}.wait_h"] == pytest.approx((fair + fragmentation) / 3600, rel=1e-9)
+        if fair + fragmentation > 0:
+            assert r[f"table2.simulator.{b}.fair_share_share"] == pytest.approx(fair / (fair + fragmentation), rel=1e-9)
+    fair_all = sum(f for f, _ in totals.values()) / sum(f + g for f, g in totals.values())
+    assert r["queueing.causes"] == f"fair-share {fair_all:.0%}, fragmentation {1 - fair_all:.0%} of all waiting time"
+    # busy servers over the same hours (the replay's spans, up to RFold's completeness horizon): the real record by
+    # hand; the calibrated replay comes within 10 points in this 12-day run (notebook 05's target is 5 on its full
+    # run), the replay of Pollux's passed jobs, kept as an ablation row, far below
+    occ = public_trace.occupancy[public_trace.occupancy["active"] > 0].set_index("time")
+    hourly = (occ["active"] / occ["total"]).resample("1h").mean().dropna()
+    hourly = hourly[(hourly.index >= measured[0]) & (hourly.index < measured[1])]
+    assert r["replay.real_busy_servers_share"] == pytest.approx(hourly.mean(), rel=1e-9)
+    assert abs(r["replay.busy_servers_share"] - r["replay.real_busy_servers_share"]) < 0.10
+    assert r["replay.pollux_ablation.busy_servers_share"] < 0.6 * r["replay.real_busy_servers_share"]
+    # waits: each DRE record's first-attempt wait beside the same job in the replay, by hand
+    first, _ = vwork.dre_first_waits(cal.replay, dre)
+    first = first[(first["submitted"] >= measured[0]) & (first["submitted"] < measured[1])]
+    for b, bucket in {"2-4": "2-4", "5-8": "5-8", "gt8": ">8"}.items():
+        real_waits = first.loc[first["bucket"] == bucket, "first_wait_s"]
+        assert r[f"real_vs_sim.{b}.real_n"] == len(real_waits) > 0
+        assert r[f"real_vs_sim.{b}.real_median_s"] == pytest.approx(real_waits.median(), rel=1e-12)
+        assert r[f"real_vs_sim.{b}.simulated_n"] == r[f"real_vs_sim.{b}.real_n"]   # the same jobs
 
 
 @pytest.mark.notebook

@@ -59,3 +59,53 @@ def test_every_key_the_notebooks_name_is_in_the_reference_file():
                     named.setdefault(key, nb.stem)
     assert len(named) > 20  # the pattern finds the notebooks' keys
     assert {k: nb for k, nb in named.items() if k not in listed} == {}
+
+
+def test_no_published_value_is_an_input_of_the_library():
+    """No constant in lib/ (Python or YAML) is a published number of the paper, nor a ratio of Table 4's.
+
+    Published values are shown beside our results, never used to make them. Checked: every published number that
+    is not a round count (a whole number like 80 or 14 also occurs for other reasons), and the ratios of Table 4's
+    images/s that a slowdown model would take (the slower over the faster). Values about the released trace (provenance "trace") are facts the
+    loaders need, not the paper's results.
+    """
+    import ast
+    import itertools
+
+    import yaml
+
+    from dlcluster.paths import repo_root
+    from dlcluster.report.reference import load_reference
+
+    ref = load_reference()
+    numbers = ref[(ref["provenance"] != "trace") & ref["value"].map(lambda v: isinstance(v, (int, float)))]
+    published = {row.key: float(row.value) for row in numbers.itertuples()
+                 if float(row.value) != int(row.value) or float(row.value) > 1000}
+    ips = {k.rsplit(".", 1)[1]: float(v) for k, v in zip(numbers["key"], numbers["value"])
+           if k.startswith("util.table4.ips.")}
+    assert len(ips) == 4 and len(published) >= 12
+    for (a, x), (b, y) in itertools.permutations(ips.items(), 2):
+        if x < y:   # a speed factor: the slower placement over the faster one
+            published[f"Table 4 {a}/{b}"] = x / y
+    constants = []
+    lib = repo_root() / "lib" / "dlcluster"
+    for path in lib.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+                constants.append((path.relative_to(lib), float(node.value)))
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                yield from walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from walk(v)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield float(value)
+
+    for path in lib.rglob("*.yaml"):
+        constants += [(path.relative_to(lib), v) for v in walk(yaml.safe_load(path.read_text()))]
+    hits = [(str(where), value, key) for where, value in constants for key, target in published.items()
+            if value != 0 and abs(value - target) <= 1e-3 * abs(target)]
+    assert not hits, f"published values used as constants in lib/: {hits}"

@@ -122,7 +122,7 @@ def test_figure6_cluster_and_table4_recomputed(results, job_minutes, public_trac
         spread = mean[mean["placement"].str.len() > 1]
         base = one.reindex(pd.MultiIndex.from_frame(spread[["gpus", "local_bsz"]])).to_numpy()
         per_model[file.parent.name] = np.nanmedian(spread["step_time"].to_numpy() / base)
-        # the simulator's cross-rack factor: one-server / spread step time, repeats not averaged
+        # the simulator's spread factor: one-server / spread step time, repeats not averaged
         single = table[table["placement"].str.len() == 1].groupby(["gpus", "local_bsz"])["step_time"].mean()
         multi = table[table["placement"].str.len() > 1]
         ratios[file.parent.name] = np.nanmedian(
@@ -131,10 +131,11 @@ def test_figure6_cluster_and_table4_recomputed(results, job_minutes, public_trac
         assert r[f"placement.spread_slowdown_median.{model}"] == pytest.approx(median, rel=1e-9), model
         assert median > 1, model  # every model steps slower spread over servers
     assert r["placement.spread_slowdown_median.all"] == pytest.approx(np.median(list(per_model.values())), rel=1e-9)
-    assert r["slowdown_model.cross_rack"] == pytest.approx(np.median(list(ratios.values())), rel=1e-9)
-    # the other two factors are the paper's Table 4 ResNet-50 images/s: DiffServer 98.0, IntraServer 75.6, SameServer 114.8
-    assert r["slowdown_model.cross_server"] == pytest.approx(98.0 / 114.8)
-    assert r["slowdown_model.colocated_one_server"] == pytest.approx(75.6 / 114.8)
+    # the simulator's spread factor is fitted to these measurements, the median over the six models; colocation
+    # is measured by no data here, so the default model assumes none
+    assert r["slowdown_model.spread"] == pytest.approx(np.median(list(ratios.values())), rel=1e-9)
+    assert r["slowdown_model.spread_resnet50"] == pytest.approx(1 / per_model["imagenet"], rel=1e-9)
+    assert r["slowdown_model.colocated"] == 1.0
     names = {f["name"] for f in results["figures"]}
     assert names == {"fig5_gpu_util_cdf", "fig6_dedicated_8_vs_16", "cluster_gpu_util_cdf",
                      "table4b_benchmark_slowdown", "table4c_placement_slowdown", "slowdown_model"}

@@ -211,10 +211,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _calibrated_replay(trace: str, echo):
+    """``dlcluster simulate``'s default workload: the calibrated replay, the calibration's progress on ``echo``."""
+    import os
+    import tempfile
+
+    from .report.progress import PROGRESS_ENV, ProgressTail
+    from .validation.calibration import calibrated_replay_inputs
+
+    echo("calibrated replay: reading the cached calibration, or calibrating once (a few minutes; then cached)")
+    fd, progress_file = tempfile.mkstemp(prefix="dlcluster-calibration-", suffix=".jsonl")
+    os.close(fd)
+    previous = os.environ.get(PROGRESS_ENV)
+    os.environ[PROGRESS_ENV] = progress_file
+    try:
+        with ProgressTail(Path(progress_file), lambda line: echo(f"calibration: {line}")):
+            return calibrated_replay_inputs(trace)
+    finally:
+        if previous is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = previous
+        Path(progress_file).unlink(missing_ok=True)
+
+
 def _register_simulator(sub) -> None:
-    """The simulator's subcommand lives with the simulator."""
+    """The simulator's subcommand lives with the simulator; its default workload, the calibrated replay, here."""
     from .sim import cli as sim_cli
-    sim_cli.add_parser(sub)
+    sim_cli.add_parser(sub, _calibrated_replay)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench-colocation"]:
         return _bench_colocation(argv[1:])
     args = build_parser().parse_args(argv)
+    if getattr(args, "raw_trace", False) and getattr(args, "out", None) is None:
+        print("dlcluster simulate: --raw-trace needs --out", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError) as exc:

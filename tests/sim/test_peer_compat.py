@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from dlcluster.sim import peer_compatible, simulate_peer_compatible
-from dlcluster.sim.cli import main
+from dlcluster.cli import main as dlcluster_main
 from dlcluster.sim.peer import HELIOS_PHILLY_WINDOW
 
 PEER_MEAN_JCT_S = 13_252.0
@@ -45,7 +45,7 @@ def test_peer_inputs_are_the_jobs_of_the_vcs_with_a_node_count(inputs):
 
 
 def test_peer_compatible_fifo_reproduces_helios_and_lucid(tmp_path, capsys):
-    assert main(["--preset", "peer", "--policy", "fifo", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert dlcluster_main(["simulate", "--preset", "peer", "--policy", "fifo", "--no-progress", "--out", str(tmp_path)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["mode"] == "peer-compatible" and summary["jobs"] == 82_229
     assert summary["status"] == {"Pass": 82_229}
@@ -58,7 +58,7 @@ def test_peer_compatible_fifo_reproduces_helios_and_lucid(tmp_path, capsys):
 
 
 def test_peer_preset_refuses_options_the_peers_lack(capsys):
-    assert main(["--preset", "peer", "--failures", "default", "--no-progress"]) == 2
+    assert dlcluster_main(["simulate", "--preset", "peer", "--failures", "default", "--no-progress"]) == 2
     assert "--failures" in capsys.readouterr().err
 
 

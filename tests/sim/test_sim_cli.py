@@ -1,4 +1,4 @@
-"""Command line (``python -m dlcluster.sim`` / ``dlcluster simulate``) and the full public replay."""
+"""Command line (``dlcluster simulate``) and the full public replay."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import json
 import pandas as pd
 from sim_helpers import check_invariants
 
+from dlcluster.cli import build_parser
+from dlcluster.cli import main as dlcluster_main
 from dlcluster.sim import public_inputs, simulate
-from dlcluster.sim.cli import add_parser, main
+from dlcluster.sim.cli import WORKLOADS, add_parser
+
+
+def main(argv):
+    return dlcluster_main(["simulate", *argv])
 
 
 def test_cli_writes_tables_summary_and_raw_trace(tmp_path, capsys):
@@ -41,6 +47,37 @@ def test_add_parser_plugs_into_a_main_cli():
     add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["simulate", "--policy", "srtf", "--no-lending"])
     assert args.command == "simulate" and args.policy == "srtf" and args.no_lending and callable(args.func)
+
+
+def test_default_workload_is_the_calibrated_replay_of_every_rfold_job(tmp_path, capsys, monkeypatch):
+    """With no option, every RFold job with the cached calibration's parameters; the summary names them all."""
+    from dlcluster.validation import calibration as vcache
+
+    real = vcache.calibrated_params
+    small = {"fit_days": 2, "replay_days": 3, "warmup_days": 1, "n_trials": 2, "cache_dir": tmp_path / "cache"}
+    monkeypatch.setattr(vcache, "calibrated_params", lambda trace, cache_dir=None: real(trace, **small))
+    assert main(["--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    calibration = real("public", **small)
+    assert summary["jobs"] == 111549 and summary["workload"].startswith("calibrated replay: 111,549 real RFold jobs")
+    assert summary["calibrated_parameters"] == calibration.params.label()
+    assert summary["validation_held_out"]["summary"] == calibration.summary()
+    # the calibrated sharing and Philly's calibrated locality are what ran
+    assert summary["policy"] == f"PhillyPolicy(locality={calibration.params.locality!r})"
+    assert summary["lending"] is True and summary["placement"] == f"LocalityPlacement({calibration.params.placement!r})"
+    assert "calibrated replay" in captured.err
+    assert len(pd.read_parquet(tmp_path / "run" / "jobs.parquet")) == 111549
+
+
+def test_workloads_are_explained_by_help(capsys):
+    parser = build_parser()
+    args = parser.parse_args(["simulate"])
+    assert args.workload == "calibrated"
+    assert parser.parse_args(["simulate", "--workload", "pollux"]).workload == "pollux"
+    text = next(a for a in parser._subparsers._group_actions[0].choices["simulate"]._actions if a.dest == "workload").help
+    assert "111,549" in text and "82,247" in text and "passed jobs only" in text
+    assert set(WORKLOADS) == {"calibrated", "pollux"}
 
 
 def test_full_replay_of_the_public_jobs_on_the_public_cluster():

@@ -65,7 +65,7 @@ from .failures import failure_costs, failures_conclusion, plot_failures  # noqa:
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, with_arms)
-from .interference import DedicatedPlacement, interference_conclusion  # noqa: F401
+from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401
 from .plots import POLICY_COLORS, metric_grid  # noqa: F401
 from .policies import policy_conclusion  # noqa: F401

@@ -259,7 +259,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     Rows: ``population`` ("all jobs", and "good jobs" when ``extras["good"]``
     marks the jobs without a failure), ``bucket``. Columns (times in seconds,
     GPU time in hours): jobs, rejected, jct_mean/p50/p95/p99, queue_mean/p95
-    (first wait), frag_delay_mean (waiting with quota left but no placement
+    (first wait), waited_share (share of the jobs that ran which waited for GPUs at all: behind other jobs, for
+    a quota or cap, or for locality), frag_delay_mean (waiting with quota left but no placement
     meeting locality, back-off included, as the paper counts it),
     fair_share_delay_mean, gpu_hours (held), useful_share (GPU time of finished
     work at ideal speed / GPU time held), speed_mean (work / run time of jobs
@@ -318,6 +319,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
                 "jct_mean_s": ran["jct"].mean(), "jct_p50_s": _quantile(ran["jct"], 0.5),
                 "jct_p95_s": _quantile(ran["jct"], 0.95), "jct_p99_s": _quantile(ran["jct"], 0.99),
                 "queue_mean_s": ran["queue"].mean(), "queue_p95_s": _quantile(ran["queue"], 0.95),
+                "waited_share": float((ran["queue"] > 0).mean()) if len(ran) else np.nan,
                 "frag_delay_mean_s": ran["frag"].mean(), "fair_share_delay_mean_s": ran["fair"].mean(),
                 "gpu_hours": sel["gpu_s"].sum() / 3600.0,
                 "useful_share": sel["useful_s"].sum() / sel["gpu_s"].sum() if sel["gpu_s"].sum() > 0 else np.nan,
@@ -437,6 +439,7 @@ METRIC_LABELS = {
     "queue_mean_s": "mean queueing delay", "jct_mean_s": "mean JCT", "jct_p99_s": "p99 JCT",
     "jct_p95_s": "p95 JCT", "useful_share": "useful share of GPU time", "speed_mean": "mean speed",
     "frag_delay_mean_s": "mean fragmentation delay", "spread_share": "share of jobs spread over servers",
+    "waited_share": "share of jobs that ever waited for GPUs",
 }
 TIME_METRICS = {"queue_mean_s", "jct_mean_s", "jct_p99_s", "jct_p95_s", "frag_delay_mean_s"}
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..sim import Migration, Workload, make_policy, simulate
 from ..sim.failures import RETRY_PRESETS
+from ..sim.slowdown import default_slowdown_model
 from .common import (
     EXPERIMENTS,
     Inputs,
@@ -130,14 +131,22 @@ def calibration_cells(spec: GridSpec, trace: str, fingerprint: str) -> list[dict
                         "resample_block_days": 0, "load_setting": "calibration", "inputs": fingerprint})
 
 
+#: The interference experiment's scenario when the caller names none: colocation costs nothing.
+NO_INTERFERENCE_SCENARIO = {"none": (1.0, 1.0)}
+
+
 def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibrated: float | None = None,
-                     default_relax_s: float = 180.0, calibration_cache: str | None = None) -> list[dict]:
+                     default_relax_s: float = 180.0, calibration_cache: str | None = None,
+                     interference_scenarios: dict | None = None) -> list[dict]:
     """The cells of the five experiments at their load settings.
 
     ``calibrated``: the load factor calibrated to the real occupancy (the
     Pollux grids); ``default_relax_s``: Philly's relax timeout (the validated
     replay's calibrated one), always among the locality timeouts;
-    ``calibration_cache``: where the validated replay's calibration is cached.
+    ``calibration_cache``: where the validated replay's calibration is cached;
+    ``interference_scenarios``: ``{name: (speed of a one-server job with neighbours, of a spread one)}``, the
+    assumed colocation slowdowns the interference experiment runs under (no real data measure them), each a
+    scenario of its own (default :data:`NO_INTERFERENCE_SCENARIO`).
     """
     from .sweep import expand_grid
 
@@ -173,8 +182,13 @@ def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibr
     add("locality", loads("locality"), {"relax_after_s": relax}, {"locality": "relax", "long_jobs": "as-others"})
     add("locality", loads("locality"), {"long_jobs": ["strict", "migrate"]},
         {"locality": "relax", "relax_after_s": float(default_relax_s)})
-    add("interference", loads("interference"), {"placement": ["pack", "spread"], "migration": [False, True]})
-    add("interference", loads("interference"), {"placement": ["dedicated"]}, {"migration": False})
+    scenarios = NO_INTERFERENCE_SCENARIO if interference_scenarios is None else interference_scenarios
+    for name, (one_server, spread) in scenarios.items():
+        scenario = {"interference": str(name), "colocated_one_server": float(one_server),
+                    "colocated_spread": float(spread)}
+        add("interference", loads("interference"), {"placement": ["pack", "spread"], "migration": [False, True]},
+            scenario)
+        add("interference", loads("interference"), {"placement": ["dedicated"]}, {**scenario, "migration": False})
     add("failures", loads("failures"), {"failure_model": list(spec.failure_models),
                                         "retry": ["none", "philly", "adaptive", "prerun"]})
     add("early_stop", loads("early_stop"), {"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
@@ -215,8 +229,13 @@ def simulation_options(cell: dict, workload: Workload, philly: dict | None = Non
     options = {}
     if experiment in ("locality", "interference"):
         # they compare placements, so they need the slowdown model (on the validated replay, whose real durations
-        # already hold the real placements' slowdown, it comes on top: compare arms, not absolute levels)
+        # already hold the real placements' slowdown, it comes on top: compare arms, not absolute levels); the
+        # interference experiment adds its scenario's assumed colocation slowdown
         options["slowdown"] = "default"
+        if experiment == "interference":
+            options["slowdown"] = default_slowdown_model().with_interference(
+                cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
+                f"assumed: scenario {cell.get('interference', 'none')!r}")
     if experiment in ("calibrate", "failures", "early_stop"):
         policy = make_policy("philly", **philly)
     elif experiment == "locality":

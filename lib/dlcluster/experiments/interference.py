@@ -1,4 +1,10 @@
-"""Experiment 2, mitigate interference: pack vs spread vs dedicated servers, migration on or off."""
+"""Experiment 2, mitigate interference: pack vs spread vs dedicated servers, migration on or off.
+
+No real data here measure how much jobs sharing a server slow each other down, so the experiment runs under
+scenarios of assumed colocation slowdown (``interference`` in each cell: its name and factors, given by the
+caller; :func:`.grid.experiment_cells`), and its conclusion is one per scenario: what follows from each
+assumption, not which holds.
+"""
 
 from __future__ import annotations
 
@@ -76,3 +82,21 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str) -> 
             f"spreading ({moved})"
             + (f", and the lowest mean JCT of all jobs came from '{best}' ({format_seconds(value)})"
                if best is not None else "") + ".")
+
+
+def interference_conclusion_by_scenario(rows: pd.DataFrame, main_load: str, bucket: str) -> str:
+    """:func:`interference_conclusion` under each assumed interference, and whether the best arm depends on it."""
+    parts, best = [], {}
+    for scenario in dict.fromkeys(rows["interference"]):
+        part = rows[rows["interference"] == scenario]
+        everyone = part[(part["load_label"] == main_load) & (part["bucket"] == "all")]
+        best[scenario] = best_arm(everyone, "jct_mean_s")[0]
+        parts.append(f"Assuming interference '{scenario}': " + interference_conclusion(part, main_load, bucket))
+    winners = set(best.values())
+    tail = (f"The lowest mean JCT comes from '{next(iter(winners))}' under every assumed interference."
+            if len(winners) == 1 else
+            "Which placement gives the lowest mean JCT depends on the assumed interference ("
+            + "; ".join(f"{s}: '{b}'" for s, b in best.items()) + ").")
+    return (" ".join(parts) + " " + tail + " No data here measure colocation interference: each scenario is an "
+            "assumption (the paper's Table 4 ratios are one of them, an input here, not a result), so this experiment "
+            "says what follows from each, not which holds.")

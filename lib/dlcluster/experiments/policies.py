@@ -25,8 +25,11 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
             continue
         means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean()
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
+            waited = everyone["waited_share"].mean() if "waited_share" in everyone else float("nan")
             clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
-                           f"({format_seconds(value)})")
+                           f"({format_seconds(value)})"
+                           + (f": only {waited:.1%} of the jobs ever waited for GPUs, so the queue order had almost "
+                              "nothing to act on" if np.isfinite(waited) else ""))
             continue
         # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
         other, _ = best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)

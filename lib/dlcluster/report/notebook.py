@@ -83,6 +83,21 @@ def read_results_json(path: str | Path) -> dict:
     return decode_results(json.loads(Path(path).read_text()))
 
 
+#: Font size of the data caption under each figure (points).
+CAPTION_POINTS = 7
+
+
+def caption_lines(text: str, width_in: float, points: float = CAPTION_POINTS) -> str:
+    """``text`` wrapped to lines no wider than ``width_in`` inches of a ``points``-point font.
+
+    A character of the default sans-serif font is at most about 0.6 em wide on average over a line, so
+    ``width_in * 72 / (0.6 * points)`` characters fit; a caption then never widens its figure.
+    """
+    import textwrap
+
+    return textwrap.fill(text, width=max(20, int(width_in * 72 / (0.6 * points))), break_long_words=True)
+
+
 class Report:
     """Collects a notebook's figures and key numbers."""
 
@@ -117,8 +132,9 @@ class Report:
         return published_vs_ours(rows)
 
     def figure(self, fig, name: str, data: str, dpi: int = 110) -> Path:
-        """Save ``fig`` as PNG with a footnote naming the data it was drawn from."""
-        fig.text(0.005, 0.005, f"Data: {data}", fontsize=7, color="0.35", ha="left", va="bottom")
+        """Save ``fig`` as PNG with a footnote naming the data it was drawn from, wrapped at the figure's width."""
+        fig.text(0.005, 0.0, caption_lines(f"Data: {data}", fig.get_size_inches()[0]), fontsize=CAPTION_POINTS,
+                 color="0.35", ha="left", va="top")
         path = self.figures_dir / f"{name}.png"
         fd, tmp = tempfile.mkstemp(dir=self.figures_dir, prefix=f".{name}.", suffix=".png")
         os.close(fd)

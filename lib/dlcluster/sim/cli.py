@@ -1,7 +1,9 @@
-"""Command line: ``python -m dlcluster.sim ...`` (and ``dlcluster simulate ...`` once wired in).
+"""Command line: ``dlcluster simulate ...`` (also ``python -m dlcluster simulate ...``).
 
-The main CLI adds this command with ``add_parser(subparsers)``; the parser's
-``func`` default is :func:`run`.
+The main CLI adds this command with ``add_parser(subparsers, calibrated)``:
+``calibrated(trace, echo)`` gives the calibrated replay (:class:`CalibratedInputs`),
+which lives in a later stage of the library (``dlcluster.validation``), so the
+simulator does not import it. The parser's ``func`` default is :func:`run`.
 """
 
 from __future__ import annotations
@@ -9,25 +11,55 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from ..trace.jobtable import FIELDS as JOB_TABLE_FIELDS
 from ..trace.jobtable import NO_VC_FLAG, SINGLE_VC
 from .policies import POLICIES
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
+#: What each ``--workload`` replays (``--help`` shows it).
+WORKLOADS = {
+    "calibrated": "the default: every one of RFold's 111,549 real Philly jobs (every status) on the calendar, "
+                  "with the parameters notebook 05 calibrated on the fit span (VC sharing, reclaim, locality, "
+                  "scheduler overhead) and their held-out validation figures; computed once, then cached",
+    "pollux": "the 82,247 Pollux jobs: passed jobs only, about a third of Philly's demand (the cluster is "
+              "under-loaded: no queues form); the simulator's defaults",
+}
+
+
+@dataclass(frozen=True)
+class CalibratedInputs:
+    """The calibrated replay, as the simulator runs it (built by ``dlcluster.validation``)."""
+
+    workload: object       # Workload, scheduler overhead added to the arrivals
+    topology: object
+    quotas: dict
+    options: dict          # sharing (lending, caps, reclaim), placement, slowdown None (the real durations hold it)
+    locality: str
+    relax_after_s: float
+    description: dict      # what the summary says: workload, parameters, validation figures
+
+
+def add_parser(subparsers, calibrated: Callable | None = None) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "simulate", help="simulate a Philly-like GPU cluster (replay the real jobs or run an experiment)",
-        description="Replay a workload on a simulated Philly cluster under a scheduling policy. Writes "
-                    "jobs/attempts/timeseries Parquet tables and summary.json to --out; --raw-trace also writes "
-                    "the run in the raw Philly trace format.")
-    _add_arguments(parser)
-    parser.set_defaults(func=run)
+        description="Replay a workload on a simulated Philly cluster under a scheduling policy. By default the "
+                    "calibrated replay of every real RFold job; writes jobs/attempts/timeseries Parquet tables and "
+                    "summary.json to --out; --raw-trace also writes the run in the raw Philly trace format.")
+    _add_arguments(parser, calibrated is not None)
+    parser.set_defaults(func=partial(run, calibrated=calibrated))
     return parser
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
+def _add_arguments(p: argparse.ArgumentParser, with_calibrated: bool = False) -> None:
+    choices = [w for w in WORKLOADS if with_calibrated or w != "calibrated"]
+    p.add_argument("--workload", choices=choices, default=choices[0],
+                   help="which of the trace's job sets to replay: " + "; ".join(f"{w}: {WORKLOADS[w]}" for w in choices)
+                        + " (ignored with --jobs or --generate)")
     p.add_argument("--policy", choices=sorted(POLICIES), help="scheduling policy (default philly; fifo with --preset)")
     p.add_argument("--preset", choices=["peer"],
                    help="peer: the Helios/Lucid-compatible option set (each VC on its own 8-GPU servers, FIFO or SJF "
@@ -54,12 +86,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tile", type=int, default=1, metavar="K", help="repeat the workload K times back to back")
     p.add_argument("--topology", default="trace",
                    help="'trace' (reconstructed machines, default) or RACKSxSERVERSxGPUS, e.g. 4x16x8")
-    p.add_argument("--rack-size", type=int, default=16, help="servers per rack for the trace's machines (default 16)")
+    p.add_argument("--rack-size", type=int, default=16,
+                   help="servers per rack for the trace's machines (default 16; the calibrated replay: its own)")
     p.add_argument("--no-quotas", action="store_true", help="ignore VC quotas (one shared pool)")
     p.add_argument("--no-lending", action="store_true", help="VCs may not borrow idle GPUs beyond their quota")
     p.add_argument("--locality", choices=["strict", "relax", "any"], help="override the policy's locality mode")
-    p.add_argument("--relax-after", type=float, default=180.0, metavar="S",
-                   help="seconds of waiting before each locality relaxation (default 180)")
+    p.add_argument("--relax-after", type=float, default=None, metavar="S",
+                   help="seconds of waiting before each locality relaxation (default 180; the calibrated replay: "
+                        "its calibrated value)")
     p.add_argument("--las-thresholds", default="3600,36000", metavar="GPU_S,...",
                    help="Tiresias queue thresholds in GPU-seconds (default 3600,36000)")
     p.add_argument("--slowdown", choices=["default", "none"], default="default",
@@ -151,7 +185,7 @@ def print_job_table_quality(quality, workload, path: Path) -> None:
 def make_options(args) -> dict:
     from . import FailureModel, Migration, default_failure_model, make_policy
 
-    policy_options = {"relax_after_s": args.relax_after}
+    policy_options = {"relax_after_s": 180.0 if args.relax_after is None else args.relax_after}
     if args.locality:
         policy_options["locality"] = args.locality
     if args.policy in ("las", "gittins"):
@@ -172,20 +206,31 @@ def make_options(args) -> dict:
             "progress": not args.no_progress}
 
 
-def run(args) -> int:
+def run(args, calibrated: Callable | None = None) -> int:
     from . import simulate, write_raw_trace
 
     if args.preset == "peer":
         return run_peer(args)
     args.policy = args.policy or "philly"
-    workload, topology, quotas, quality = build_inputs(args)
-    options = make_options(args)
+    own_jobs = args.generate is not None or args.jobs is not None
+    if getattr(args, "workload", "pollux") == "calibrated" and not own_jobs:
+        if calibrated is None:
+            raise ValueError("--workload calibrated needs the main command line (dlcluster simulate)")
+        inputs = calibrated(args.trace, lambda line: print(line, file=sys.stderr, flush=True))
+        workload, topology, quotas, quality = inputs.workload, inputs.topology, inputs.quotas, None
+        options = calibrated_options(args, inputs)
+        description = inputs.description
+    else:
+        workload, topology, quotas, quality = build_inputs(args)
+        options = make_options(args)
+        description = {"workload": f"{workload.source}, {len(workload):,} jobs"
+                                   + (f" ({WORKLOADS[args.workload]})" if not own_jobs else "")}
     policy = options.pop("policy")
     if quality is not None:
         print_job_table_quality(quality, workload, args.jobs)
     print(f"workload: {workload.source}, {len(workload):,} jobs; cluster: {topology.describe()}", file=sys.stderr)
     result = simulate(workload, topology, policy, quotas=quotas, **options)
-    summary = dict(result.summary)
+    summary = {**result.summary, **description}
     if quality is not None:
         summary["jobs_input"] = job_table_summary(quality, args.jobs)
     summary = json.dumps(summary, indent=2, default=str)
@@ -201,6 +246,25 @@ def run(args) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
     print(summary)
     return 0
+
+
+def calibrated_options(args, inputs: CalibratedInputs) -> dict:
+    """The simulator options of the calibrated replay, with what the command line changes on top.
+
+    The calibration's sharing (lending, caps, reclaim), placement and ideal speed (the real durations already
+    hold each job's slowdown) stay; Philly's policy takes the calibrated locality and relax timeout, which
+    ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing.
+    """
+    args = argparse.Namespace(**vars(args))
+    if args.relax_after is None:
+        args.relax_after = inputs.relax_after_s
+    if args.policy == "philly" and not args.locality:
+        args.locality = inputs.locality
+    options = make_options(args)
+    calibrated = dict(inputs.options)
+    if args.no_lending:
+        calibrated = {"lending": False, "placement": calibrated.get("placement"), "slowdown": calibrated.get("slowdown")}
+    return {**options, **calibrated}
 
 
 def run_peer(args) -> int:
@@ -227,16 +291,3 @@ def run_peer(args) -> int:
         print(f"wrote {args.out}", file=sys.stderr)
     print(summary)
     return 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlcluster.sim", description=add_parser.__doc__)
-    _add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.raw_trace and args.out is None:
-        parser.error("--raw-trace needs --out")
-    try:
-        return run(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2

@@ -3,31 +3,30 @@
 A job's speed (1.0 = its service rate at ideal placement) depends on how its
 GPUs are spread and on other jobs sharing its servers. The simulator accepts
 any callable ``speed(gpus_per_server, num_racks, colocated_jobs) -> float`` in
-(0, 1]; :func:`default_slowdown_model` builds the default from real
-measurements:
+(0, 1]; :func:`default_slowdown_model` builds the default:
 
-* **Across servers within a rack** (RDMA/InfiniBand in Philly): the paper's
-  ResNet-50 table (Table 4, provenance 'summary'): DiffServer 98.0 images/s vs
-  SameServer 114.8 -> 0.854.
-* **Across racks** (Ethernet in Philly): the public learning-curve data
-  (Pollux artifact, six models measured on an Ethernet cluster). For each
-  model, the step time of a one-server placement divided by the step time of
+* **Spread over servers** (placement, locality): fitted to real measurements,
+  the per-placement step times of six models in the Pollux artifact
+  (``learning_curves/*/placements.csv``, ResNet-50 among them as ``imagenet``).
+  For each model, the step time of a one-server placement divided by that of
   each multi-server placement with the same GPUs and per-GPU batch size; the
-  median per model, then the median over the six models (0.72 with the
-  committed data). Assumption: that Ethernet cluster stands in for Philly's
-  cross-rack network; the data have no intra-rack/cross-rack split.
-* **Colocated jobs** on the job's servers (any number >= 1; the table has one
-  level): IntraServer/SameServer = 75.6/114.8 = 0.659 for a job on one
-  server, InterServer/DiffServer = 74.1/98.0 = 0.756 for a spread job.
-  Assumption: applies to jobs of any size, including 1-GPU jobs.
+  median per model, then the median over the six models (the stated pooling;
+  :func:`spread_factor_from_placements`). The data come from one cluster with
+  one network, so they cannot tell a placement within an InfiniBand rack from
+  one across Ethernet racks: both take the same factor.
+* **Colocation** (interference between jobs sharing a server): no real data
+  here measure it, so it is an explicit scenario, :data:`NO_INTERFERENCE` by
+  default. An experiment that needs it passes its own assumed factors
+  (:meth:`SlowdownModel.with_interference`) and names them; the library holds
+  no published value as an input.
 
-The factors multiply: a cross-rack job with neighbours runs at 0.72 x 0.756.
+The factors multiply: a spread job with neighbours runs at spread x colocated_spread.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -36,10 +35,10 @@ import pandas as pd
 
 from .. import paths
 
-# Paper Table 4, ResNet-50 throughput in images/s (provenance: summary).
-RESNET50_IMAGES_PER_S = {"SameServer": 114.8, "DiffServer": 98.0, "IntraServer": 75.6, "InterServer": 74.1}
-
 SpeedFunction = Callable[[Sequence[int], int, int], float]
+
+#: Colocation costs nothing: the default, as no data here measure interference.
+NO_INTERFERENCE = {"colocated_one_server": 1.0, "colocated_spread": 1.0}
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,8 @@ class SlowdownModel:
 
     cross_server: float
     cross_rack: float
-    colocated_one_server: float
-    colocated_spread: float
+    colocated_one_server: float = 1.0
+    colocated_spread: float = 1.0
     provenance: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -68,8 +67,13 @@ class SlowdownModel:
 
     __call__ = speed
 
+    def with_interference(self, colocated_one_server: float, colocated_spread: float, source: str) -> "SlowdownModel":
+        """This model with assumed colocation factors, and where they come from (``source``, shown with results)."""
+        return replace(self, colocated_one_server=float(colocated_one_server), colocated_spread=float(colocated_spread),
+                       provenance={**self.provenance, "colocated": source})
 
-def cross_server_factor_from_placements(directory: str | Path | None = None) -> tuple[float, dict]:
+
+def spread_factor_from_placements(directory: str | Path | None = None) -> tuple[float, dict]:
     """Median (over models) of the median one-server / multi-server step-time ratio.
 
     Compares placements with the same total GPUs and per-GPU batch size, for
@@ -102,20 +106,15 @@ def cross_server_factor_from_placements(directory: str | Path | None = None) -> 
 
 @functools.lru_cache(maxsize=4)
 def default_slowdown_model(learning_curves_dir: str | None = None) -> SlowdownModel:
-    """The default speed model (see the module docstring for sources and assumptions)."""
-    t = RESNET50_IMAGES_PER_S
-    cross_rack, per_model = cross_server_factor_from_placements(learning_curves_dir)
+    """The default speed model: spread fitted to the real step times, no interference (see the module docstring)."""
+    spread, per_model = spread_factor_from_placements(learning_curves_dir)
     return SlowdownModel(
-        cross_server=t["DiffServer"] / t["SameServer"],
-        cross_rack=cross_rack,
-        colocated_one_server=t["IntraServer"] / t["SameServer"],
-        colocated_spread=t["InterServer"] / t["DiffServer"],
+        cross_server=spread, cross_rack=spread, **NO_INTERFERENCE,
         provenance={
-            "cross_server": "paper Table 4 ResNet-50 DiffServer/SameServer (summary)",
-            "cross_rack": "median over models of one-server/multi-server step time, learning_curves/*/placements.csv",
-            "cross_rack_per_model": per_model,
-            "colocated_one_server": "paper Table 4 IntraServer/SameServer (summary)",
-            "colocated_spread": "paper Table 4 InterServer/DiffServer (summary)",
+            "spread": "median over six models of the median one-server / multi-server step time, same GPUs and "
+                      "per-GPU batch (learning_curves/*/placements.csv, Pollux artifact); within and across racks alike",
+            "spread_per_model": per_model,
+            "colocated": "none: no real data here measure interference (an experiment passes its assumed factors)",
         })
 
 

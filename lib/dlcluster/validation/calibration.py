@@ -145,3 +145,31 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
     return Calibration(best, trials, span, held, settings, key, replay, full)
+
+
+def calibrated_replay_inputs(trace: str = "public", cache_dir=None):
+    """The calibrated replay as ``dlcluster simulate`` runs it by default (:class:`dlcluster.sim.cli.CalibratedInputs`).
+
+    Every RFold job, with notebook 05's default calibration (the same cache: computed once, then read) and
+    the scheduler overhead added to each arrival; the description names the workload, the parameters and the
+    held-out validation figures they carry.
+    """
+    from ..sim.cli import CalibratedInputs
+    from ..trace import load_trace
+    from .calibrate import replay_setup
+
+    calibration = calibrated_params(trace, cache_dir=cache_dir)
+    tr = load_trace(trace, with_util=False)
+    setup = replay_setup(calibration.full_replay, tr.machines, tr.vc_quotas, calibration.params,
+                         quota_workload=calibration.replay.workload)
+    held = {k: v for k, v in calibration.held_out.items() if k != "complete_until"}
+    description = {
+        "workload": f"calibrated replay: {len(setup.workload):,} real RFold jobs (every status) on the calendar, "
+                    "scheduler overhead added to each arrival",
+        "calibrated_parameters": calibration.params.label(),
+        "calibration": {"key": calibration.key, "fit_span": [str(t) for t in calibration.spans["fit"]],
+                        "trials": len(calibration.trials)},
+        "validation_held_out": {**held, "summary": calibration.summary()},
+    }
+    return CalibratedInputs(setup.workload, setup.topology, setup.quotas, dict(setup.options),
+                            calibration.params.locality, calibration.params.relax_after_s, description)
