@@ -471,3 +471,38 @@ def test_sharing_options_give_each_vc_its_cap_and_the_reclaim():
     assert options["reclaim"].max_wait_before_kill_s == 90.0 and not options["reclaim"].keep_progress
     assert vc.sharing_options(vc.ReplayParams(), {"a": 64}, 3205, ["a"]) == {"lending": True}
     assert vc.sharing_options(params, None, 3205, ["a"]) == {"lending": True}
+
+
+def test_preemptions_are_counted_with_the_gpu_hours_they_lose():
+    from types import SimpleNamespace
+
+    t0 = pd.Timestamp("2017-11-01", tz="UTC")
+    jobs = pd.DataFrame({"jobid": ["a", "b", "c"], "submitted": [t0, t0, t0 - pd.Timedelta(days=30)]})
+    attempts = pd.DataFrame({"jobid": ["a", "a", "b", "c"], "outcome": ["preempted", "finished", "finished", "preempted"],
+                             "start_s": [0.0, 7200.0, 0.0, 0.0], "end_s": [3600.0, 9000.0, 100.0, 50.0],
+                             "num_gpus": [8, 8, 1, 4]})
+    rep = SimpleNamespace(result=SimpleNamespace(jobs=jobs, attempts=attempts),
+                          params=vc.ReplayParams(reclaim_after_s=60.0))
+    span = (t0 - pd.Timedelta(days=1), t0 + pd.Timedelta(days=1))
+    # c was submitted before the span: its preemption is not counted; a lost an hour on 8 GPUs
+    figures = vc.preemption_figures(rep, span)
+    assert figures == {"count": 1, "attempts": 3, "share_of_attempts": 1 / 3, "jobs_preempted": 1,
+                       "gpu_hours_lost": 8.0, "attempts_per_job": 1.5}
+    kept = SimpleNamespace(result=rep.result, params=vc.ReplayParams(reclaim_after_s=60.0, reclaim_keeps_progress=True))
+    assert vc.preemption_figures(kept, span)["gpu_hours_lost"] == 0.0   # a checkpoint restore loses no work
+
+
+def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
+    best = vc.ReplayParams(locality="relax", relax_after_s=120.0, max_capacity_factor=1.5, reclaim_after_s=None,
+                           placement="most_free", rack_size=16, unknown_vc_quota="none")
+    moves = {(name, label): params for name, label, params in vc._moves(best)}
+    assert moves[("relax_after_s", "x0.5")].relax_after_s == 60.0 and moves[("relax_after_s", "x2")].relax_after_s == 240.0
+    assert moves[("max_capacity_factor", "halfway to the quota")].max_capacity_factor == 1.25
+    assert moves[("max_capacity_factor", "twice as far from it")].max_capacity_factor == 2.0
+    assert moves[("max_capacity_factor", "unlimited")].max_capacity_factor is None
+    assert moves[("reclaim_after_s", "on after 300 s")].reclaim_after_s == 300.0
+    assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
+    assert moves[("rack_size", "32")].rack_size == 32 and moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
+    for (name, _), params in moves.items():
+        changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
+        assert changed == {name}, (name, changed)

@@ -88,3 +88,23 @@ def test_full_replay_of_the_public_jobs_on_the_public_cluster():
     # the public jobs are a light load for the reconstructed 3,205 GPUs: almost no waiting
     assert result.summary["queueing_delay_s"]["median"] == 0
     assert result.timeseries["allocated_gpus"].max() <= 3205
+
+
+def test_calibrated_options_take_the_calibration_and_the_flags_on_top():
+    from dlcluster.sim.cli import CalibratedInputs, calibrated_options
+    from dlcluster.sim.sharing import Reclaim
+
+    inputs = CalibratedInputs(None, None, {"a": 8}, {"lending": True, "max_capacity": {"a": 12}, "reclaim": Reclaim(),
+                                                      "placement": "most_free", "slowdown": None},
+                              "any", 95.0, {})
+    args = build_parser().parse_args(["simulate"])
+    args.policy = "philly"
+    options = calibrated_options(args, inputs)
+    assert repr(options["policy"]) == "PhillyPolicy(locality='any')" and options["policy"].relax_after_s == 95.0
+    assert options["max_capacity"] == {"a": 12} and options["slowdown"] is None and options["placement"] == "most_free"
+    # the flags win: another relax timeout and locality, and no lending drops the caps and the reclaim
+    args = build_parser().parse_args(["simulate", "--relax-after", "30", "--locality", "strict", "--no-lending"])
+    args.policy = "philly"
+    options = calibrated_options(args, inputs)
+    assert options["policy"].relax_after_s == 30.0 and options["policy"].locality == "strict"
+    assert options["lending"] is False and "max_capacity" not in options and "reclaim" not in options
