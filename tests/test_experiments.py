@@ -373,3 +373,16 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
 def test_scale_load_around_an_anchor():
     w = make_workload([("a", 0, 1, 10), ("b", 100, 1, 10), ("c", 300, 1, 10)])
     assert E.scale_load(w, 2.0, anchor_s=100.0).arrival_s.tolist() == [50.0, 100.0, 200.0]
+
+
+def test_tied_policies_are_named_with_what_was_measured():
+    from dlcluster.experiments.policies import tie_clause
+    rows = pd.DataFrame({"arm": ["FIFO", "FIFO", "Philly", "Philly", "Tiresias 2D-LAS"],
+                         "jct_mean_s": [100.0, 102.0, 101.0, 101.0, 80.0],
+                         "frag_delay_mean_s": [0.0, 0.0, 0.0, 0.0, 0.0],
+                         "fair_share_delay_mean_s": [3600.0, 3600.0, 3600.0, 3600.0, 60.0]})
+    text = tie_clause(rows)
+    assert text == ("; FIFO and Philly gave the same mean JCT within 0.05% (1.7 min); their jobs waited on average "
+                    "0 s for locality and 1.0 h for a quota or cap: Philly differs from FIFO only in relaxing "
+                    "locality, which acts on the first")
+    assert tie_clause(rows[rows["arm"] != "Philly"]) == ""

@@ -84,3 +84,18 @@ def test_sharing_options_are_checked():
         simulate(workload, TWO_BY_FOUR, "fifo", quotas={"a": 4}, max_capacity={"a": 2})
     with pytest.raises(ValueError, match="victims must be one of"):
         Reclaim(victims="largest")
+
+
+def test_a_preemptive_policy_keeps_to_the_caps_too():
+    # Tiresias LAS: a2 (same queue as a1: both under the first threshold, FIFO within it) may not take the idle
+    # GPUs beyond VC a's cap of 4; it starts when a1 ends
+    rows = [("a1", 0, 4, 100), ("a2", 1, 2, 10)]
+    r = run(rows, ["a", "a"], quotas={"a": 4, "b": 4}, max_capacity={"a": 4})
+    assert job(r, "a2")["first_start_s"] == 100
+    workload = make_workload(rows, vcs=["a", "a"])
+    las = simulate(workload, TWO_BY_FOUR, "las", slowdown=None, quotas={"a": 4, "b": 4}, max_capacity={"a": 4})
+    check_invariants(las, workload, TWO_BY_FOUR)
+    assert job(las, "a2")["first_start_s"] == 100 and las.summary["preemptions"] == 0
+    # unlimited lending: it takes them at once
+    free = simulate(workload, TWO_BY_FOUR, "las", slowdown=None, quotas={"a": 4, "b": 4})
+    assert job(free, "a2")["first_start_s"] == 1

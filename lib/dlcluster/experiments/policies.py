@@ -44,10 +44,39 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
             size_best, size_value = best_arm(at[at["bucket"] == size], "jct_mean_s", exclude=(oracle,))
             if size_best is not None:
                 by_size.append(f"{size} GPU{'' if size == '1' else 's'}: {size_best}")
+        ties = tie_clause(everyone[everyone["arm"] != oracle])
         clauses.append(
             f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_seconds(value)}; "
             f"Philly → {other}: {change}{bound}), with p99 JCT of {bucket}-GPU jobs "
             f"{format_seconds(mean_where(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
             f"{format_seconds(mean_where(large, 'jct_p99_s', arm=other))} under {other}"
-            + (", and the lowest mean JCT per job size from " + ", ".join(by_size) if by_size else ""))
+            + (", and the lowest mean JCT per job size from " + ", ".join(by_size) if by_size else "") + ties)
     return "Across scheduling policies, " + "; ".join(clauses) + "."
+
+
+def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
+    """Policies with the same mean JCT (within ``within``, relative), and what was measured to explain it.
+
+    Two policies tie when what tells them apart had nothing to act on: the clause gives their jobs' mean wait
+    for locality (fragmentation and back-off) and for a quota or cap (fair-share). FIFO and Philly differ only
+    in relaxing locality, which acts on the first.
+    """
+    means = rows.groupby("arm")["jct_mean_s"].mean().sort_values()
+    groups, current = [], [means.index[0]] if len(means) else []
+    for arm in means.index[1:]:
+        if means[arm] <= means[current[0]] * (1 + within):
+            current.append(arm)
+        else:
+            groups.append(current)
+            current = [arm]
+    groups.append(current)
+    parts = []
+    for group in (g for g in groups if len(g) > 1):
+        part = rows[rows["arm"].isin(group)]
+        frag, fair = part["frag_delay_mean_s"].mean(), part["fair_share_delay_mean_s"].mean()
+        note = (": Philly differs from FIFO only in relaxing locality, which acts on the first"
+                if {"FIFO", "Philly"} <= set(group) else "")
+        parts.append(f"{' and '.join(group)} gave the same mean JCT within {within:.2%} "
+                     f"({format_seconds(means[group[0]])}); their jobs waited on average {format_seconds(frag)} for "
+                     f"locality and {format_seconds(fair)} for a quota or cap{note}")
+    return "".join(f"; {p}" for p in parts)

@@ -587,7 +587,9 @@ class Simulator:
     def _try_start(self, job: Job, state: "_PassState", now: float) -> bool:
         g = job.gpus_now
         key = (g, job.level)
-        if g <= self.cluster.total_free and key not in state.failed:
+        # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
+        # victims' GPUs then count: _choose_victims checks the cap after freeing them)
+        if g <= self.cluster.total_free and key not in state.failed and g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
             choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
             if choice is not None:
                 self._start(job, choice[0], choice[1], now)
