@@ -172,3 +172,12 @@ def test_scorecard_json_and_the_golden_verdicts(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["counts"] == rp.counts(card) and sum(doc["counts"].values()) == len(card)
     assert g.collect(reports)["scorecard"] == dict(zip(card["key"], card["verdict"]))
+
+
+def test_a_skipped_figure_is_written_as_null_and_never_fails(reports, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("- {match: '09-b:wall_s', skip: true, why: a wall time}\n- {match: '*', rel: 1.0e-9, why: d}\n")
+    golden = g.write_golden(reports, tmp_path / "default.yaml", "default", rules)
+    assert yaml.safe_load(golden.read_text())["09-b"]["wall_s"] is None   # rewriting it never changes this line
+    gone = _reports(tmp_path / "gone", A, {k: v for k, v in B.items() if k != "wall_s"})
+    assert _check(gone, golden, g.load_tolerances(rules))[("09-b", "wall_s")] == "skipped"

@@ -158,3 +158,12 @@ def test_a_long_data_caption_wraps_at_the_figure_width(tmp_path):
     (short_h, short_w), (long_h, long_w) = sizes["short"], sizes["long"]
     assert long_w <= 7 * 110 * 1.02 and long_w <= short_w * 1.05   # as wide as the figure, at most
     assert long_h > short_h + 5 * 7   # the caption took lines of its own instead
+
+
+def test_scorecard_rows_without_a_figure_show_no_nan(tmp_path):
+    params = tmp_path / "p.yaml"
+    params.write_text("trace: public\n")
+    page = write_index(tmp_path, params, [], command=["x"]).read_text()
+    scorecard = page.split("<h2 id='scorecard'>")[1].split("<h2")[0]
+    assert ">nan<" not in scorecard and "nan</small>" not in scorecard and "nan ·" not in scorecard
+    assert "how Philly scheduled: an input of the simulator" in scorecard

@@ -126,12 +126,12 @@ def compare(golden: dict[str, dict], current: dict[str, dict], rules: list[Toler
         old, new = golden.get(notebook, {}), current.get(notebook, {})
         for key in sorted(set(old) | set(new)):
             tol = tolerance_for(f"{notebook}:{key}", rules)
-            if key not in new:
+            if tol.skip:
+                status = "skipped"
+            elif key not in new:
                 status = "missing"
             elif key not in old:
                 status = "new"
-            elif tol.skip:
-                status = "skipped"
             else:
                 status = "ok" if _matches(old[key], new[key], tol) else "moved"
             rows.append({"notebook": notebook, "key": key, "golden": old.get(key), "new": new.get(key),
@@ -149,11 +149,18 @@ def load_golden(path: str | Path) -> dict[str, dict]:
     return doc
 
 
-def write_golden(reports_dir: str | Path, path: str | Path, config: str) -> Path:
-    """Rewrite the golden file from a reports folder (``make golden``); NaN and inf are written as YAML's."""
+def write_golden(reports_dir: str | Path, path: str | Path, config: str, rules_path: str | Path | None = None) -> Path:
+    """Rewrite the golden file from a reports folder (``make golden``); NaN and inf are written as YAML's.
+
+    A figure whose tolerance rule says ``skip`` (a wall time) is written as null, so that rewriting the file
+    changes only figures that are checked.
+    """
     current = collect(reports_dir)
     if not any(k != SCORECARD_SECTION for k in current):
         raise FileNotFoundError(f"{reports_dir} holds no <notebook>/results.json: run `make reports` first")
+    rules = load_tolerances(rules_path)
+    current = {nb: {k: None if tolerance_for(f"{nb}:{k}", rules).skip else v for k, v in figures.items()}
+               for nb, figures in current.items()}
     body = yaml.safe_dump(current, sort_keys=True, allow_unicode=True, width=1000, default_flow_style=False)
     return atomic_write_text(Path(path), HEADER.format(config=config) + body)
 

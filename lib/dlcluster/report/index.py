@@ -219,12 +219,20 @@ def _verdict(value: str) -> str:
     return f"<span class='verdict {value.replace(' ', '-')}'>{_esc(value)}</span>"
 
 
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and value != value) and value != ""
+
+
 def _ours_cell(row) -> str:
     """Our value (long texts shortened, whole in the tooltip), and under it which figure and data it is."""
-    text = "" if row.ours is None or (isinstance(row.ours, float) and row.ours != row.ours) else (f"{row.ours:,}" if isinstance(row.ours, int) and not isinstance(row.ours, bool)
-                                        else _format_value(row.ours))
+    if not _present(row.ours):
+        text = ""
+    elif isinstance(row.ours, int) and not isinstance(row.ours, bool):
+        text = f"{row.ours:,}"
+    else:
+        text = _format_value(row.ours)
     short = text if len(text) <= 90 else text[:87] + "..."
-    where = " · ".join(_esc(p) for p in (row.figure, row.data) if p)
+    where = " · ".join(_esc(p) for p in (row.figure, row.data) if _present(p))
     return f"<span title='{_esc(text)}'>{_esc(short)}</span>" + (f"<br><small>{where}</small>" if where else "")
 
 
