@@ -742,6 +742,13 @@ class Simulator:
         it does not need (most important first). Leaves the cluster unchanged.
         """
         cluster, used = self.cluster, self.vc_used
+        over_cap = job.gpus_now - (self.vc_cap[job.vc] - used[job.vc])
+        if over_cap > 0:
+            # past its VC's maximum capacity only the VC's own jobs can make room: if all of them together cannot,
+            # no set of victims can (the search below would free every candidate and find none)
+            candidates = list(candidates)
+            if sum(v.gpus_now for v in candidates if v.vc == job.vc) < over_cap:
+                return None
 
         def fits():
             return self.admissible(job) and \
