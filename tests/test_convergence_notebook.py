@@ -1,6 +1,5 @@
 """Runs notebooks/03-epoch-effectiveness.ipynb (params/ci.yaml, and with a user CSV log) and checks results.json."""
 
-import json
 
 import numpy as np
 import pandas as pd

@@ -1,6 +1,5 @@
 """Runs notebooks/02-utilization-colocation.ipynb under params/ci.yaml and checks its results.json."""
 
-import json
 
 import numpy as np
 import pandas as pd

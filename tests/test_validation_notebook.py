@@ -6,7 +6,6 @@ the run with pandas and scipy, not with :mod:`dlcluster.validation.calibrate`'s 
 whatever values a later change of the simulator or of the calibration gives, and fail when a measure is wrong.
 """
 
-import ast
 import math
 from dataclasses import replace
 

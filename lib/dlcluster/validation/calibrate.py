@@ -1,39 +1,40 @@
-"""Calibrate the replay's unknown parameters on part of the real record, validate on the rest.
+"""The replay's parameters, what they give the simulator, and the measures that hold the replay against the real record.
 
 Unknown parameters (:class:`ReplayParams`): the quotas of the VCs missing from
-the public node counts, whether VCs may borrow idle GPUs (lending), the relax
-timeout of Philly's locality back-off, the rack size, the placement strategy,
-and the scheduler latency. The latency is not searched on the grid: it is a
-two-mode mixture per job size fitted to the fit span's real first-attempt waits
-(:func:`fit_latency_mixture`), as those waits are two-moded (about 40% of jobs
-start within ~15 s of submit, the rest after minutes to hours) and the slow
-mode grows with the job's size, in the fit span and the held-out span alike.
+the public node counts, how far VCs may borrow idle GPUs (each VC's maximum
+capacity, a multiple of its quota) and whether a VC below its quota reclaims
+lent GPUs by preemption (:mod:`dlcluster.sim.sharing`), Philly's locality and
+the relax timeout of its back-off, the rack size, the placement strategy, and
+the scheduler latency. The latency carries only the launcher's own overhead
+(:func:`fit_overhead_latency`: a lognormal fitted to the real waits that are
+clearly not queueing); every longer wait must come from the simulated
+contention. The two-mode mixture fitted to the whole real waits
+(:func:`fit_latency_mixture`, whose slow mode *is* the queueing) stays as an
+ablation row.
 
-The fit looks only at the *fit span* (the first ``fit_days`` of the real
-occupancy data); the *held-out span* is the rest. The objective on the fit span
-(:func:`objective`) is the occupancy error in percentage points plus
-``delay_weight`` x the mean absolute log-ratio of the replay's and the real
-median queueing delay per size bucket (2-4, 5-8, >8 GPUs; the DRE complete
-records submitted in the fit span, compared job for job with the same jobs in
-the replay) plus ``delay_weight`` x the mean KS distance of the two delay
-distributions per bucket (so the whole distribution is fitted, not only its middle). The search is coordinate descent over a small grid (deterministic).
+The search over these (:mod:`.search`) looks only at the *fit span* (the first
+``fit_days`` of the real occupancy data); the *held-out span* is the rest.
+:func:`evaluate` is its objective: the occupancy error in percentage points
+plus ``delay_weight`` x (mean |ln replay/real| of the median and of the p90
+first-attempt wait per size bucket + their mean KS distance), the DRE complete
+records compared job for job with the same jobs in the replay.
 
-Figures each beside the real value: occupancy MAE (servers with a job, share
-of servers, hourly), queueing-delay median and p90 per size bucket, per-VC delay
-CDFs with the KS distance, and the replay's GPU allocation beside the share of
-real GPU-minutes at 0% utilization (the only cluster-wide GPU figure public).
+Held-out figures each beside the real value (:func:`held_out_figures`):
+occupancy MAE, first-wait median and p90 per size bucket, per-VC wait CDFs
+with the KS distance, servers spanned per job against the real placements,
+the share of waiting left to the latency, preemptions, and the replay's GPU
+allocation beside the share of real GPU-minutes at 0% utilization; then the
+ablation, the sensitivity of each fitted value, and the long waits per day.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..report.progress import emit as emit_progress
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.sharing import Reclaim
 from ..sim.workload import quotas_from_table
