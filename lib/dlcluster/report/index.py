@@ -33,7 +33,7 @@ from ..paths import data_dir, repo_root
 from ..atomic import atomic_write_text
 from .notebook import read_results_json
 from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
-from .reproduction import VERDICTS, counts, write_scorecard
+from .reproduction import VERDICTS, counts, is_missing, write_scorecard
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
 PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
@@ -219,20 +219,16 @@ def _verdict(value: str) -> str:
     return f"<span class='verdict {value.replace(' ', '-')}'>{_esc(value)}</span>"
 
 
-def _present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and value != value) and value != ""
-
-
 def _ours_cell(row) -> str:
     """Our value (long texts shortened, whole in the tooltip), and under it which figure and data it is."""
-    if not _present(row.ours):
+    if is_missing(row.ours):
         text = ""
     elif isinstance(row.ours, int) and not isinstance(row.ours, bool):
         text = f"{row.ours:,}"
     else:
         text = _format_value(row.ours)
     short = text if len(text) <= 90 else text[:87] + "..."
-    where = " · ".join(_esc(p) for p in (row.figure, row.data) if _present(p))
+    where = " · ".join(_esc(p) for p in (row.figure, row.data) if not is_missing(p) and p != "")
     return f"<span title='{_esc(text)}'>{_esc(short)}</span>" + (f"<br><small>{where}</small>" if where else "")
 
 

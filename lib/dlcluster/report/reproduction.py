@@ -78,7 +78,8 @@ class _Figures:
         return self.results.get(notebook, {}).get(key)
 
 
-def _missing(value) -> bool:
+def is_missing(value) -> bool:
+    """No value: None, or a NaN (a figure the data at hand cannot give)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
@@ -97,7 +98,7 @@ def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object
     if "not_comparable" in entry:
         return "not comparable", entry["not_comparable"], ours
     if "within" in entry:
-        if _missing(ours):
+        if is_missing(ours):
             why = entry.get("when_missing") or (f"{ours_ref} is not in the reports" if not figures.has(ours_ref)
                                                 else f"{ours_ref} has no value on this data")
             return "not comparable", why, ours
@@ -112,8 +113,8 @@ def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object
     failed = []
     for a, op, b in entry["checks"]:
         left, right = figures.get(a), figures.get(b)
-        if _missing(left) or _missing(right):
-            missing = a if _missing(left) else b
+        if is_missing(left) or is_missing(right):
+            missing = a if is_missing(left) else b
             return "not comparable", f"{missing} has no value in these reports", ours
         if not OPERATORS[op](left, right):
             failed.append(f"{_split(a)[1]} = {_fmt(left)} is not {op} "
@@ -153,7 +154,7 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
         outcome, detail, ours = verdict(entry, ref.value, figures)
         published = f"{ref.value:g} {ref.unit}".strip() if isinstance(ref.value, (int, float)) else str(ref.value)
         rows.append({"key": ref.key, "section": ref.section, "what": ref.item, "published": published,
-                     "provenance": ref.provenance, "ours": None if _missing(ours) else ours, "verdict": outcome,
+                     "provenance": ref.provenance, "ours": None if is_missing(ours) else ours, "verdict": outcome,
                      "detail": detail, "figure": entry.get("ours"), "data": entry.get("data", "")})
     return pd.DataFrame(rows)
 
