@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install $(if $(filter-out 0,$(V)),,-qq)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reports check-results golden test data public corpus failure-corpus lab bench clean
+.PHONY: help setup reports check-results check-other-cpu golden test data public corpus failure-corpus lab bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -30,6 +30,13 @@ reports: setup ## execute every notebook with $(PARAMS) into reports/$(CONFIG)/ 
 
 check-results: reports ## compare reports/$(CONFIG)/ with the golden results golden/$(CONFIG).yaml (fails on any figure that moved)
 	$(BIN)/dlcluster check-results reports/$(CONFIG)
+
+# numpy held to its baseline SIMD paths and OpenBLAS on an older kernel: the arithmetic of an x86 CPU without AVX2
+OTHER_CPU := NPY_DISABLE_CPU_FEATURES=X86_V3 OPENBLAS_CORETYPE=Sandybridge
+
+check-other-cpu: setup ## rebuild every report as on an older CPU (numpy's baseline SIMD, another BLAS kernel) into reports/$(CONFIG)-other-cpu/ and compare it with the same golden results
+	$(OTHER_CPU) $(BIN)/dlcluster reports --params $(PARAMS) --out reports/$(CONFIG)-other-cpu
+	$(OTHER_CPU) $(BIN)/dlcluster check-results reports/$(CONFIG)-other-cpu --golden golden/$(CONFIG).yaml
 
 golden: reports ## rewrite golden/$(CONFIG).yaml from reports/$(CONFIG)/ on purpose: commit its diff with the change that moved it
 	$(BIN)/dlcluster golden reports/$(CONFIG)

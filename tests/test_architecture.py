@@ -15,7 +15,7 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib"
 PACKAGE = LIB / "dlcluster"
 
-#: Each stage and the stages it may import (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``).
+#: Each stage and the stages it may import (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``, ``ordering``).
 ALLOWED = {
     "report": set(),
     "trace": set(),
@@ -25,7 +25,7 @@ ALLOWED = {
     "validation": {"trace", "sim", "analysis", "report"},
     "experiments": {"trace", "sources", "analysis", "sim", "validation", "report"},
 }
-SHARED = {"paths", "atomic", "codeversion", "__init__"}
+SHARED = {"paths", "atomic", "codeversion", "ordering", "__init__"}
 ENTRY_POINTS = {"cli", "__main__"}   # may import every stage
 
 

@@ -62,6 +62,18 @@ def test_ci_rebuilds_the_reports_and_checks_them_against_the_golden_results():
     assert commands.index("make check-results") < min(i for i, c in enumerate(commands) if "pip install" in c)
 
 
+def test_ci_checks_the_results_again_as_on_another_cpu():
+    """The golden results hold on another CPU too: CI rebuilds the reports with numpy's baseline SIMD paths and
+    another BLAS kernel and checks them against the same golden file, before anything else is installed."""
+    commands = ci_commands((REPO / ".ci" / "run").read_text())
+    assert commands.index("make check-results") < commands.index("make check-other-cpu")
+    assert commands.index("make check-other-cpu") < min(i for i, c in enumerate(commands) if "pip install" in c)
+    recipe = (REPO / "Makefile").read_text().split("\ncheck-other-cpu:", 1)[1].split("\n\n", 1)[0]
+    assert "--golden golden/$(CONFIG).yaml" in recipe and "reports --params $(PARAMS)" in recipe
+    other_cpu = re.search(r"^OTHER_CPU := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1)
+    assert other_cpu == "NPY_DISABLE_CPU_FEATURES=X86_V3 OPENBLAS_CORETYPE=Sandybridge"
+
+
 def test_the_parsers_see_what_a_reader_sees():
     readme = "intro\n\n## Two commands\n\n```sh\nmake reports   # all\nmake  test     # tests\n```\n\n```sh\nx\n```\n"
     assert readme_commands(readme) == ["make reports", "make test"]

@@ -337,7 +337,9 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
                                  {"complete_until": begin + pd.Timedelta(days=2), "occupancy_mae_pp": 1.0,
                                   "occupancy_mae_pp_complete": 1.0, "max_median_ratio": 1.2, "max_p90_ratio": 1.9,
                                   "max_ks": 0.1, "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
-                                 {"top_vcs": 5}, "k", full, full)
+                                 {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": None,
+                                  "warmup_days": None}, "k")
+    monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: vcache.ReplayWorkloads(None, full, full, None))
     monkeypatch.setattr(E.ValidatedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
     spec = E.ValidatedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
     inputs = E.validated_inputs("public", spec, 1)

@@ -92,9 +92,10 @@ def test_failure_names_notebook_and_cell_and_leaves_no_complete_copy(tmp_path):
     assert (out / "08-bad.FAILED.ipynb").exists()
 
 
-def _reports(tmp_path, *args, **popen):
-    """Start ``dlcluster reports`` on the fixture notebooks of ``tmp_path/nbs`` as its user would."""
-    env = {**os.environ, "PYTHONPATH": str(LIB)}
+def _reports(tmp_path, *args, env=None, **popen):
+    """Start ``dlcluster reports`` on the fixture notebooks of ``tmp_path/nbs`` as its user would (``env``: more
+    environment variables)."""
+    env = {**os.environ, "PYTHONPATH": str(LIB), **(env or {})}
     command = [sys.executable, "-m", "dlcluster.cli", "reports", "--notebooks", str(tmp_path / "nbs"),
                "--out", str(tmp_path / "out"), *args]
     # as from a terminal: Ctrl-C delivered. A test run started in the background (``make test &``, a CI runner
@@ -151,6 +152,38 @@ def test_reports_prints_progress_quietly_and_reuses_unchanged_notebooks(tiny_not
         timeout=120)[0]
     assert "cell 2/3" in forced and "reused" not in forced, forced
     assert "papermill: Executing Cell" in forced  # -v: papermill's log and the cells' output too
+
+
+@pytest.mark.notebook
+def test_another_package_version_or_cpu_path_reruns_notebooks_and_sweep_cells(tiny_notebooks):
+    """A pin bump, once installed, reruns every notebook and recomputes the cached sweep cells, and so does a run on
+    other SIMD paths (numpy's NPY_DISABLE_CPU_FEATURES, as on an older CPU). The bumped package is a distribution
+    of this test's own on PYTHONPATH (``dlcluster-probe``), moved from version 1.0 to 1.1."""
+    tmp = tiny_notebooks
+    site = tmp / "site"
+
+    def install(version: str) -> dict:
+        shutil.rmtree(site, ignore_errors=True)
+        info = site / f"dlcluster_probe-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: dlcluster-probe\nVersion: {version}\n")
+        return {"PYTHONPATH": os.pathsep.join([str(LIB), str(site)])}
+
+    params = _params(tmp, "value: 5\n")
+    first = _reports(tmp, "--params", params, env=install("1.0")).communicate(timeout=120)[0]
+    assert "[2/2] 02-sweep: sweep 3/3 simulations, finished in" in first and "cached" not in first, first
+    same = _reports(tmp, "--params", params, env=install("1.0")).communicate(timeout=120)[0]
+    assert same.count("reused (unchanged since ") == 2, same
+
+    bumped = _reports(tmp, "--params", params, env=install("1.1")).communicate(timeout=120)[0]
+    assert "[1/2] 01-tiny: cell 2/3" in bumped and "reused" not in bumped, bumped
+    assert "sweep 3/3 simulations, finished in" in bumped and "cached" not in bumped, bumped  # cells recomputed
+    again = _reports(tmp, "--params", params, env=install("1.1")).communicate(timeout=120)[0]
+    assert again.count("reused (unchanged since ") == 2, again
+
+    other_cpu = _reports(tmp, "--params", params, env={**install("1.1"), "NPY_DISABLE_CPU_FEATURES": "X86_V3"})
+    other_cpu = other_cpu.communicate(timeout=120)[0]
+    assert "[1/2] 01-tiny: cell 2/3" in other_cpu and "reused" not in other_cpu, other_cpu
 
 
 @pytest.mark.notebook

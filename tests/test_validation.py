@@ -1,12 +1,14 @@
 """The simulator-validation helpers on constructed cases with known answers."""
 
 import json
+import shutil
 from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import dlcluster.paths
 from dlcluster.sim.workload import Workload
 from dlcluster.trace import load_trace
 from dlcluster.trace.times import to_local_naive
@@ -368,7 +370,7 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     # read back from the cache (floats spelt differently in the space are the same calibration)
     again = vcache.calibrated_params("public", fit_days=2, space={**SMALL_SPACE, "relax_after_s": [60, 180]}, n_trials=3,
                                      replay_days=3, warmup_days=1, cache_dir=tmp_path)
-    assert again.key != first.key or again.params == first.params
+    assert again.key == first.key and again.params == first.params
     other = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=2, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
     assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) >= 2
@@ -384,6 +386,40 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     monkeypatch.setenv("DLCLUSTER_CACHE_DIR", str(env_cache))
     from_env = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1)
     assert from_env.key == first.key and from_env.held_out["max_ks"] == 0.123
+
+
+def test_a_cached_calibration_is_found_before_anything_is_loaded(tmp_path, monkeypatch):
+    """The cache key comes from the settings, the code, the environment and the trace's files: a hit reads one
+    JSON file and builds the replay workloads only when they are used; an edited input file is a miss."""
+    import dlcluster.trace as trace_module
+    key_of = vcache.calibration_key
+    settings = {"trace": "public", "fit_days": 2, "seed": 0, "n_trials": 3, "space": SMALL_SPACE, "replay_days": 3,
+                "warmup_days": 1, "top_vcs": 5}
+    key = key_of(settings)
+    assert key_of({**settings, "fit_days": 2.0, "space": {**SMALL_SPACE, "relax_after_s": [60, 180]}}) == key
+    assert key_of({**settings, "seed": 1}) != key
+    stored = {"params": {}, "trials": {"trial": [0]}, "spans": {"fit": ["2017-10-03", "2017-10-05"]},
+              "held_out": {"max_ks": 0.5, "complete_until": "2017-11-20"}, "settings": settings}
+    (tmp_path / f"calibration-{key}.json").write_text(json.dumps(stored))
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the trace was loaded for a cached calibration")
+
+    monkeypatch.setattr(trace_module, "load_trace", no_loading)
+    monkeypatch.setattr(vcache, "replay_workloads", no_loading)
+    found = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3,
+                                     warmup_days=1, cache_dir=tmp_path)
+    assert found.key == key and found.held_out["max_ks"] == 0.5
+    with pytest.raises(AssertionError, match="loaded for a cached calibration"):
+        found.replay   # the workloads are built on first use
+    # another copy of the public data with one file edited: another key
+    copy = tmp_path / "root"
+    (copy / "data").mkdir(parents=True)
+    shutil.copytree(dlcluster.paths.public_dir(), copy / "data" / "public")
+    monkeypatch.setenv("DLCLUSTER_ROOT", str(copy))
+    assert key_of(settings) == key
+    (copy / "data" / "public" / "vc_quotas.parquet").write_bytes(b"edited")
+    assert key_of(settings) != key
 
 
 def test_an_interrupted_search_resumes_its_study(tmp_path):

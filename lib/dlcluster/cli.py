@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from . import paths
+from .ordering import counts_desc
 
 
 def _reports(args) -> int:
@@ -127,7 +128,7 @@ def _classify_logs(args) -> int:
     with pd.option_context("display.width", 200, "display.max_colwidth", 70):
         print(table[["log_file", "reason", "category", "rule_id", "evidence"]].to_string(index=False))
         print()
-        print(table["reason"].value_counts().to_string())
+        print(counts_desc(table["reason"]).to_string())
     return 0
 
 

@@ -1,17 +1,21 @@
-"""The code version of a cached result: a hash of the files of the modules that compute it.
+"""The version of a cached result: a hash of the files of the modules that compute it, and of the environment.
 
 Shared by the experiment sweep's cell cache (:mod:`dlcluster.experiments.sweep`), the cached
 calibration (:func:`dlcluster.validation.calibration.calibrated_params`) and the report runner's
 notebook fingerprint (:func:`dlcluster.report.runner.notebook_fingerprint`): editing the code that
 made a cached result invalidates it. A package counts with every file under its folder, not only its
 ``.py`` files (``analysis/failure_rules.yaml`` is code too); bytecode (``__pycache__``, ``*.pyc``) is
-left out, since Python rewrites it on its own.
+left out, since Python rewrites it on its own. :func:`environment_version` covers the rest: the installed
+packages' versions, numpy's SIMD paths and the BLAS kernel, each of which can move a result.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import json
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -44,3 +48,42 @@ def code_version(modules: Iterable[str]) -> str:
         digest.update(file.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(file.read_bytes()).digest())
     return digest.hexdigest()
+
+
+#: Installed distributions that cannot change a result: the tools that install the others.
+INSTALLERS = frozenset({"pip", "setuptools", "wheel"})
+
+
+@lru_cache(maxsize=1)
+def environment_version() -> str:
+    """sha256 over what a result depends on besides the code and the data: the installed environment.
+
+    Computed once per process (reading every distribution's metadata takes a fraction of a second); none of it
+    changes while a process runs.
+
+    * every installed distribution's name and version (:data:`INSTALLERS` aside), so a pin bump in
+      ``pyproject.toml``, once installed, invalidates every cached result;
+    * numpy's SIMD: the targets compiled in (baseline, dispatch) and the CPU features in use
+      (``NPY_DISABLE_CPU_FEATURES`` turns some off), since sorts and reductions take other paths on other ones;
+    * the BLAS libraries loaded by numpy and scipy.linalg: implementation, version, kernel
+      (``OPENBLAS_CORETYPE``), threading layer and thread count.
+    """
+    from importlib import metadata
+
+    import numpy  # noqa: F401  (loads numpy's BLAS for threadpoolctl to see)
+    import scipy.linalg  # noqa: F401  (and scipy's)
+    from numpy._core import _multiarray_umath as simd
+    from threadpoolctl import threadpool_info
+
+    packages = sorted({(d.metadata["Name"].lower().replace("_", "-"), d.version) for d in metadata.distributions()
+                       if d.metadata["Name"] and d.metadata["Name"].lower() not in INSTALLERS})
+    blas = sorted((i.get("internal_api"), i.get("version"), i.get("architecture"), i.get("threading_layer"),
+                   i.get("num_threads")) for i in threadpool_info() if i.get("user_api") == "blas")
+    described = {
+        "packages": packages,
+        "numpy_simd": {"baseline": list(simd.__cpu_baseline__), "dispatch": list(simd.__cpu_dispatch__),
+                       "features": sorted(k for k, on in simd.__cpu_features__.items() if on),
+                       "disabled": os.environ.get("NPY_DISABLE_CPU_FEATURES", "")},
+        "blas": [list(map(str, b)) for b in blas],
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

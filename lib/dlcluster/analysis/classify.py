@@ -188,7 +188,7 @@ class RuleSet:
 
     def reasons_table(self) -> pd.DataFrame:
         """Reasons with their category, retry flag and number of rules (for notebooks)."""
-        counts = pd.Series([r.reason for r in self.rules]).value_counts()
+        counts = pd.Series([r.reason for r in self.rules]).value_counts(sort=False)
         rows = [{"reason": r.key, "label": r.label, "category": r.category, "retryable": r.retryable,
                  "rules": int(counts.get(r.key, 0)), "definition": r.definition}
                 for r in [*self.reasons.values(), self.no_signature]]

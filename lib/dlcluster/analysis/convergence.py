@@ -136,7 +136,7 @@ def measure_curve(values, seconds=None, direction: str = "lower",
 def _curves(curves: pd.DataFrame):
     """Yield (key dict, curve rows) per (source, job, metric), rows in epoch order."""
     for key, rows in curves.groupby(CURVE_KEY, sort=True):
-        yield dict(zip(CURVE_KEY, key)), rows.sort_values("epoch")
+        yield dict(zip(CURVE_KEY, key)), rows.sort_values("epoch", kind="stable")
 
 
 def summarize_curves(curves: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:

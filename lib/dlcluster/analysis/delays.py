@@ -265,7 +265,7 @@ def servers_trend(locality: pd.DataFrame, bucket: str, alpha: float = 0.05) -> T
     return Trend(
         bucket=bucket,
         jobs=len(df),
-        server_counts={int(k): int(v) for k, v in df["num_servers"].value_counts().sort_index().items()},
+        server_counts={int(k): int(v) for k, v in df["num_servers"].value_counts().sort_index(kind="stable").items()},
         slope=float(ols.params["num_servers"]),
         ci_low=float(ci.iloc[0]),
         ci_high=float(ci.iloc[1]),

@@ -40,6 +40,7 @@ import pandas as pd
 from statsmodels.duration.survfunc import SurvfuncRight
 from statsmodels.stats.proportion import proportion_confint
 
+from ..ordering import counts_desc
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 
 FINAL_STATUSES = ("Pass", "Killed", "Failed")
@@ -56,7 +57,7 @@ def final_status_jobs(jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     reasons = pd.Series(["no status in the source" if s is None else
                          "still running at trace end" if s == "Running" else f"status {s}"
                          for s in status], index=jobs.index, dtype="object")
-    dropped = reasons[~keep].value_counts().rename("jobs")
+    dropped = counts_desc(reasons[~keep]).rename("jobs")
     dropped.index.name = "left out because"
     return jobs[keep], dropped
 
@@ -125,7 +126,7 @@ def attempts_summary(jobs: pd.DataFrame) -> pd.DataFrame:
                      "max_attempts": int(g["attempts"].max()), "retried_jobs": retried,
                      "retried_pct": 100 * retried / len(g), "retries": int((g["attempts"] - 1).clip(lower=0).sum())})
     order = {s: i for i, s in enumerate([*FINAL_STATUSES, "all"])}
-    return pd.DataFrame(rows).sort_values("status", key=lambda s: s.map(order)).reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values("status", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
 def attempt_outcomes(jobs: pd.DataFrame, attempts: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -165,7 +166,7 @@ def attempt_outcomes(jobs: pd.DataFrame, attempts: pd.DataFrame) -> tuple[pd.Dat
         "size_bucket": size_bucket(att["num_gpus"].astype("float64")).to_numpy(),
         "duration_s": duration, "outcome": outcome, "failed": outcome == "failed",
     })[keep].reset_index(drop=True)
-    dropped = reasons[~keep].value_counts().rename("attempts")
+    dropped = counts_desc(reasons[~keep]).rename("attempts")
     dropped.index.name = "left out because"
     return out, dropped
 
@@ -242,7 +243,8 @@ def user_failure_summary(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     per_user = (final.assign(failed=final["status"] == "Failed")
                 .groupby("user").agg(jobs=("jobid", "size"), failed=("failed", "sum")))
     per_user["failed_pct"] = 100 * per_user["failed"] / per_user["jobs"]
-    per_user = per_user.sort_values(["failed", "jobs"], ascending=False)
+    per_user = per_user.reset_index().sort_values(["failed", "jobs", "user"], ascending=[False, False, True],
+                                               kind="stable").set_index("user")
     total = int(per_user["failed"].sum())
     top = max(1, int(np.ceil(0.1 * len(per_user))))
     summary = {
@@ -272,7 +274,7 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
     """
     final, _ = final_status_jobs(jobs)
     final = final[final["user"].notna() & final["submitted"].notna()]
-    final = final.sort_values(["user", "submitted", "jobid"])
+    final = final.sort_values(["user", "submitted", "jobid"], kind="stable")
     users = final["user"].astype(str).to_numpy()
     failed = (final["status"] == "Failed").to_numpy()
     same_user_next = users[1:] == users[:-1]
@@ -326,7 +328,8 @@ def map_logs_to_trace(logs: pd.DataFrame, jobs: pd.DataFrame, attempts: pd.DataF
         return out, "not mapped: the logs carry no jobid column"
     facts = jobs.set_index("jobid")[["user", "num_gpus", "run_time_s"]]
     if attempts is not None and len(attempts):
-        last = attempts.sort_values("attempt").groupby("jobid").tail(1).set_index("jobid")["duration_s"]
+        ordered = attempts.sort_values(["jobid", "attempt"], kind="stable")
+        last = ordered.groupby("jobid").tail(1).set_index("jobid")["duration_s"]
         facts = facts.assign(rtf_s=last.reindex(facts.index).fillna(facts["run_time_s"]))
     else:
         facts = facts.assign(rtf_s=facts["run_time_s"])
@@ -364,7 +367,7 @@ def failure_table(logs: pd.DataFrame, rtf_column: str = "rtf_s") -> pd.DataFrame
             row[f"gpus_{bucket}"] = int((buckets == bucket).sum()) if len(buckets) else np.nan
         rows.append(row)
     table = pd.DataFrame(rows)
-    return table.sort_values(["trials", "reason"], ascending=[False, True]).reset_index(drop=True)
+    return table.sort_values(["trials", "reason"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- simulator input
@@ -375,7 +378,7 @@ def repeat_probability(outcomes: pd.DataFrame) -> tuple[float | None, int]:
     ``None`` when the trace holds no retry (e.g. the public complete records,
     selected as single-attempt jobs).
     """
-    o = outcomes.sort_values(["jobid", "attempt"])
+    o = outcomes.sort_values(["jobid", "attempt"], kind="stable")
     prev_failed = o.groupby("jobid")["failed"].shift(1)
     retries = o[prev_failed.notna() & prev_failed.astype("boolean").fillna(False).astype(bool)]
     if retries.empty:

@@ -103,7 +103,7 @@ def _attempt_spans(attempts: pd.DataFrame, drops: _Drops) -> pd.DataFrame:
 
 def _overlapping_spans(spans: pd.DataFrame, keys: list[str]) -> pd.Series:
     """True for a span that starts before an earlier span on the same key has ended."""
-    spans = spans.sort_values([*keys, "start"])
+    spans = spans.sort_values([*keys, "start"], kind="stable")
     prior_end = spans.groupby(keys, sort=False)["end"].cummax().groupby(
         [spans[k] for k in keys], sort=False).shift()
     return (spans["start"] < prior_end).reindex(spans.index)
@@ -349,7 +349,7 @@ def summarize(counts: pd.DataFrame, by: str, value: str) -> pd.DataFrame:
 
 def cdf_from_quantiles(cdf_table: pd.DataFrame, grid=DEFAULT_GRID) -> np.ndarray:
     """Evaluate a published quantile table (gpu_util_percent, cdf_percent) as a step CDF on ``grid``."""
-    table = cdf_table.sort_values(["gpu_util_percent", "cdf_percent"])
+    table = cdf_table.sort_values(["gpu_util_percent", "cdf_percent"], kind="stable")
     x = table["gpu_util_percent"].to_numpy(float)
     y = table["cdf_percent"].to_numpy(float)
     idx = np.searchsorted(x, np.asarray(grid, dtype=float), side="right") - 1
@@ -358,7 +358,7 @@ def cdf_from_quantiles(cdf_table: pd.DataFrame, grid=DEFAULT_GRID) -> np.ndarray
 
 def mean_from_quantiles(cdf_table: pd.DataFrame) -> float:
     """Mean utilization implied by a quantile table: sum of value x probability step."""
-    table = cdf_table.sort_values(["cdf_percent", "gpu_util_percent"])
+    table = cdf_table.sort_values(["cdf_percent", "gpu_util_percent"], kind="stable")
     steps = np.diff(table["cdf_percent"].to_numpy(float), prepend=0.0) / 100.0
     return float(np.sum(table["gpu_util_percent"].to_numpy(float) * steps) / steps.sum())
 

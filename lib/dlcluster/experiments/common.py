@@ -12,6 +12,7 @@ import pandas as pd
 from scipy import stats
 
 from ..analysis.delays import format_seconds
+from ..ordering import decision_value
 from ..sim import (
     Topology,
     Workload,
@@ -424,12 +425,12 @@ def short_duration(seconds: float) -> str:
 
 def arm_order(table: pd.DataFrame) -> list[str]:
     """Arms in grid order (the order cells were listed)."""
-    return list(dict.fromkeys(table.sort_values("cell")["arm"]))
+    return list(dict.fromkeys(table.sort_values("cell", kind="stable")["arm"]))
 
 
 def load_order(table: pd.DataFrame) -> list[str]:
     """Load labels from the lightest to the heaviest."""
-    return list(dict.fromkeys(table.sort_values(["load", "cell"])["load_label"]))
+    return list(dict.fromkeys(table.sort_values(["load", "cell"], kind="stable")["load_label"]))
 
 
 # --------------------------------------------------------------------------- per-experiment summaries
@@ -529,8 +530,14 @@ def focus_bucket(rows: pd.DataFrame, candidates=("5-8", ">8", "2-4")) -> str:
 
 
 def best_arm(rows: pd.DataFrame, metric: str, exclude=()) -> tuple[str | None, float]:
+    """The arm with the lowest mean ``metric`` and that mean; equal means (to :data:`~dlcluster.ordering.
+    DECISION_DIGITS` digits) go to the arm that comes first in the rows."""
     means = rows[~rows["arm"].isin(exclude)].groupby("arm", sort=False)[metric].mean().dropna()
-    return (means.idxmin(), float(means.min())) if len(means) else (None, float("nan"))
+    if not len(means):
+        return None, float("nan")
+    rounded = means.map(decision_value)
+    best = rounded.index[int(np.flatnonzero(rounded.to_numpy() == rounded.min())[0])]
+    return best, float(means[best])
 
 
 # --------------------------------------------------------------------------- figures

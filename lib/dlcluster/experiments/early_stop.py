@@ -47,7 +47,7 @@ def early_stop_points(source: str, tolerance: float) -> pd.DataFrame:
     summary = summarize_curves(curves, tolerance)
     measured = summary[summary["within_tol_epoch"].notna()]
     by_key = dict(iter(curves.groupby(["source", "job", "metric"], sort=False)))
-    lost = [quality_lost(by_key[(r.source, r.job, r.metric)].sort_values("epoch"), int(r.within_tol_epoch))
+    lost = [quality_lost(by_key[(r.source, r.job, r.metric)].sort_values("epoch", kind="stable"), int(r.within_tol_epoch))
             for r in measured.itertuples()]
     out = pd.DataFrame({"job": measured["job"].to_numpy(), "time_fraction": measured["time_to_within_tol_frac"]
                         .to_numpy(float), "quality_lost": np.asarray(lost, dtype=float)})
@@ -78,7 +78,7 @@ def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
                     on=["load_label", "arm"])
     tolerance = allj.drop_duplicates("arm").set_index("arm")["tolerance"]
     out["tolerance"] = out["arm"].map(tolerance)
-    return out.sort_values(["load_label", "tolerance"]).reset_index(drop=True)
+    return out.sort_values(["load_label", "tolerance"], kind="stable").reset_index(drop=True)
 
 
 def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:

@@ -206,7 +206,7 @@ def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
     Rounded to 0.01. Raises if the target lies outside the measured range.
     """
     rows = calibration[(calibration["bucket"] == "all") & (calibration["population"] == "all jobs")]
-    rows = rows.sort_values("load")
+    rows = rows.sort_values("load", kind="stable")
     column = "busy_server_share_dates" if rows["busy_server_share_dates"].notna().all() else "busy_server_share"
     x, y = rows["load"].to_numpy(float), rows[column].to_numpy(float)
     for i in range(len(x) - 1):
@@ -337,7 +337,7 @@ def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
     import matplotlib.pyplot as plt
 
     rows = calibration[(calibration["bucket"] == "all") & (calibration["population"] == "all jobs")]
-    rows = rows.sort_values("load")
+    rows = rows.sort_values("load", kind="stable")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     ax = axes[0]
     ax.plot(rows["load"], rows["busy_server_share_dates"], "o-", color="#4C72B0",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..ordering import decision_value
 from ..trace.schema import SIZE_BUCKETS
 from .common import best_arm, change_text, format_seconds, mean_where, paired_ci
 
@@ -23,7 +24,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         best, value = best_arm(everyone, "jct_mean_s", exclude=(oracle,))
         if best is None:
             continue
-        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean()
+        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean().map(decision_value)
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
             waited = everyone["waited_share"].mean() if "waited_share" in everyone else float("nan")
             clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
@@ -61,7 +62,8 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
     for locality (fragmentation and back-off) and for a quota or cap (fair-share). FIFO and Philly differ only
     in relaxing locality, which acts on the first.
     """
-    means = rows.groupby("arm")["jct_mean_s"].mean().sort_values()
+    means = rows.groupby("arm")["jct_mean_s"].mean().map(decision_value)
+    means = means.reset_index().sort_values(["jct_mean_s", "arm"], kind="stable").set_index("arm")["jct_mean_s"]
     groups, current = [], [means.index[0]] if len(means) else []
     for arm in means.index[1:]:
         if means[arm] <= means[current[0]] * (1 + within):

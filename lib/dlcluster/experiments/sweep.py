@@ -12,8 +12,9 @@ returned, with the cell's parameters as columns, in the order of ``cells``
   function) for the process pool and Dask.
 * **Cache**: each finished cell is stored as ``<cache_dir>/<key>.parquet``,
   ``key`` = sha256 of the cell's parameters and the *code version* (a hash of
-  the files of the modules that compute it, every file of a package, :func:`code_version`). A
-  rerun skips cached cells; editing the simulator or the experiment code
+  the files of the modules that compute it, every file of a package, :func:`code_version`) and the
+  installed environment (:func:`~dlcluster.codeversion.environment_version`). A rerun skips cached
+  cells; editing the simulator or the experiment code, or installing other package versions,
   invalidates them. Inputs that are not code (data) belong in the parameters
   (e.g. a fingerprint of the workload).
 * **Failures**: a cell that raises does not stop the others; when all have
@@ -41,7 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..codeversion import code_version  # noqa: F401  (part of this module's API)
+from ..codeversion import code_version, environment_version  # noqa: F401  (code_version: part of this module's API)
 from ..paths import cache_dir as default_cache_dir
 from ..report.progress import emit as emit_progress
 
@@ -187,7 +188,7 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
         raise ValueError("run_sweep: no cells to run")
     if n_jobs is not None and (int(n_jobs) != n_jobs or n_jobs < 1):
         raise ValueError(f"run_sweep: n_jobs must be a positive integer or None, got {n_jobs!r}")
-    version = code_version(list(code_modules or [fn.__module__, __name__]))
+    version = code_version(list(code_modules or [fn.__module__, __name__])) + environment_version()
     keys = [cell_key(c, version) for c in cells]
     repeated = {k for k, n in Counter(keys).items() if n > 1}
     duplicated = sorted({_canonical(c) for c, k in zip(cells, keys) if k in repeated})

@@ -190,7 +190,7 @@ def check(reports_dir: str | Path, golden_path: str | Path, rules_path: str | Pa
     """Compare a reports folder with a golden file: (passed, the text to print)."""
     table = compare(load_golden(golden_path), collect(reports_dir), load_tolerances(rules_path))
     bad = table[table["status"].isin(["moved", "missing", "new"])]
-    counts = table["status"].value_counts()
+    counts = table["status"].value_counts(sort=False)
     summary = (f"{len(table)} figures of {Path(reports_dir)} against {golden_path}: "
                + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "moved", "missing", "new", "skipped")))
     lines = [summary]

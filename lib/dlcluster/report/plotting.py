@@ -19,7 +19,7 @@ def setup_style() -> None:
 
 def ecdf(values) -> tuple[np.ndarray, np.ndarray]:
     """Sorted finite values and their cumulative fractions (0..1]."""
-    v = np.sort(pd.Series(values, dtype="float64").dropna().to_numpy())
+    v = np.sort(pd.Series(values, dtype="float64").dropna().to_numpy(), kind="stable")
     return v, np.arange(1, len(v) + 1) / max(len(v), 1)
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from ..atomic import atomic_write_text
+from ..ordering import decision_value
 from .notebook import read_results_json
 from .reference import load_reference
 
@@ -107,7 +108,7 @@ def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object
                              f"{published!r}")
         diff = float(ours) - float(published)
         rel = f" ({diff / published:+.1%})" if published else ""
-        if abs(diff) <= float(entry["within"]):
+        if decision_value(abs(diff)) <= float(entry["within"]):
             return "reproduced", f"within {entry['within']:g} (ours - published = {diff:+.3g}{rel})", ours
         return "differs", f"by {diff:+,.3g}{rel}; tolerance {entry['within']:g}", ours
     failed = []
@@ -116,7 +117,7 @@ def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object
         if is_missing(left) or is_missing(right):
             missing = a if is_missing(left) else b
             return "not comparable", f"{missing} has no value in these reports", ours
-        if not OPERATORS[op](left, right):
+        if not OPERATORS[op](*(decision_value(v) if isinstance(v, float) else v for v in (left, right))):
             failed.append(f"{_split(a)[1]} = {_fmt(left)} is not {op} "
                           f"{_split(b)[1] + ' = ' if isinstance(b, str) and ':' in b else ''}{_fmt(right)}")
     tests = entry.get("tests", "")

@@ -41,7 +41,7 @@ import yaml
 from .index import write_index
 from .progress import PROGRESS_ENV, ProgressTail, format_duration
 from ..atomic import atomic_write_text
-from ..codeversion import code_version
+from ..codeversion import code_version, environment_version
 from ..paths import data_dir, repo_root
 
 #: Papermill's tag on the cell it adds with the given parameters (not a cell of the source notebook).
@@ -187,7 +187,8 @@ def notebook_fingerprint(nb: Path, given: dict) -> str:
 
     The notebook file, its effective parameters (``output_dir`` aside), every
     file of the library (``failure_rules.yaml`` as well as the ``.py`` files:
-    :func:`~dlcluster.codeversion.code_version`), and the data: every file under ``data/`` but the full
+    :func:`~dlcluster.codeversion.code_version`), the installed environment (package versions, numpy's SIMD
+    paths, the BLAS kernel: :func:`~dlcluster.codeversion.environment_version`), and the data: every file under ``data/`` but the full
     trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
     for a ``trace`` that is a directory, each file's name, size and mtime.
     """
@@ -196,6 +197,7 @@ def notebook_fingerprint(nb: Path, given: dict) -> str:
     effective = {k: v for k, v in given.items() if k != "output_dir"}
     digest.update(json.dumps(effective, sort_keys=True, default=str).encode())
     digest.update(code_version(["dlcluster"]).encode())
+    digest.update(environment_version().encode())
     data = data_dir()
     files = sorted(f for f in data.rglob("*") if f.is_file()
                    and f.relative_to(data).parts[0] not in UNHASHED_DATA and "__pycache__" not in f.parts)

@@ -32,7 +32,7 @@ def convergence_fractions_from_learning_curves(directory: str | Path | None = No
         for column in ("progress", "metric"):
             if column not in curve.columns:
                 raise ValueError(f"{file}: missing column {column!r}")
-        curve = curve.dropna(subset=["progress", "metric"]).sort_values("progress")
+        curve = curve.dropna(subset=["progress", "metric"]).sort_values("progress", kind="stable")
         if len(curve) < min_points or curve["progress"].iloc[-1] <= 0:
             continue
         metric = curve["metric"].to_numpy(dtype=float)

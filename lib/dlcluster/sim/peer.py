@@ -119,7 +119,7 @@ def _summary(jobs: pd.DataFrame, inputs: PeerInputs, policy: str) -> dict:
     return {"mode": "peer-compatible", "policy": policy, "options": dict(PEER_OPTIONS, backfill=False),
             "workload": inputs.workload.source, "workload_excluded": dict(inputs.workload.excluded),
             "vc_nodes": dict(inputs.vc_nodes), "gpus_per_node": PEER_GPUS_PER_NODE,
-            "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts().items()},
+            "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts(sort=False).items()},
             "jct_s": {"mean": float(jobs["jct_s"].mean())},
             "queueing_delay_s": {"mean": float(jobs["queueing_delay_s"].mean())},
             "per_vc": per_vc.round(1).to_dict(orient="index")}

@@ -155,7 +155,7 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "policy": repr(sim.policy), "placement": repr(sim.placement), "lending": sim.lending,
         "max_capacity": sim.max_capacity, "reclaim": repr(sim.reclaim) if sim.reclaim is not None else None,
         "workload": sim.workload.source, "topology": sim.topology.describe(), "seed": sim.seed,
-        "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts().items()},
+        "jobs": len(jobs), "status": {k: int(v) for k, v in jobs["status"].value_counts(sort=False).items()},
         "early_stopped": int(jobs["early_stopped"].sum()),
         "events": sim.events_processed, "wall_s": wall_s,
         "events_per_s": sim.events_processed / wall_s if wall_s > 0 else float("nan"),
@@ -173,5 +173,5 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "attempts": len(attempts),
         "vcs_without_quota": sim.vcs_without_quota,
         "workload_excluded": dict(sim.workload.excluded),
-        "rejections": {k: int(v) for k, v in pd.Series(sim.rejections, dtype=object).value_counts().items()},
+        "rejections": {k: int(v) for k, v in pd.Series(sim.rejections, dtype=object).value_counts(sort=False).items()},
     }

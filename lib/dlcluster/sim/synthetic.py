@@ -173,7 +173,7 @@ def _defect_positions(rows: int, per_kind: int, rng) -> dict[str, dict[int, str]
     """Per file, the data rows (0-based) to spoil and how."""
     out = {}
     for file in UTIL_HEADERS:
-        picks = np.sort(rng.choice(rows, size=min(rows, per_kind * len(DEFECTS)), replace=False))
+        picks = np.sort(rng.choice(rows, size=min(rows, per_kind * len(DEFECTS)), replace=False), kind="stable")
         kinds = [k for k in DEFECTS for _ in range(per_kind)]
         out[file] = {int(row): kind for row, kind in zip(picks, rng.permutation(kinds))}
     return out

@@ -74,7 +74,7 @@ class Topology:
         return totals
 
     def describe(self) -> str:
-        sizes = pd.Series(self.server_gpus).value_counts().sort_index(ascending=False)
+        sizes = pd.Series(self.server_gpus).value_counts().sort_index(ascending=False, kind="stable")
         mix = ", ".join(f"{n}x{g}" for g, n in sizes.items())
         racks = f"{self.num_racks} rack" + ("s" if self.num_racks != 1 else "")
         text = f"{self.num_servers} servers ({mix} GPUs), {self.total_gpus} GPUs, {racks}"

@@ -27,7 +27,7 @@ from .quality import QualityReport, TraceFormatError
 from .schema import (ATTEMPTS_COLUMNS, GPU_UTIL_COLUMNS, HOST_UTIL_COLUMNS, JOBS_COLUMNS,
                      MACHINES_COLUMNS, PLACEMENTS_COLUMNS, SIZE_BUCKETS, BUCKET_KEYS, size_bucket)
 
-__all__ = ["Trace", "load_trace", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "BUCKET_KEYS", "size_bucket",
+__all__ = ["Trace", "load_trace", "trace_fingerprint", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "BUCKET_KEYS", "size_bucket",
            "SOURCES"]
 
 # What each source is and which questions it can answer; notebooks print this.
@@ -97,7 +97,7 @@ class Trace:
         return self.jobs[self.jobs["source"] == source]
 
     def __repr__(self) -> str:
-        counts = self.jobs["source"].value_counts().to_dict()
+        counts = self.jobs["source"].value_counts(sort=False).to_dict()
         return f"Trace({self.name!r}, jobs={counts}, machines={len(self.machines)})"
 
 
@@ -136,6 +136,33 @@ def load_trace(source: str | Path = "public", with_util: bool = True) -> Trace:
     trace = _from_tables(str(directory), tables, directory)
     trace.extra = _run_metadata(directory)
     return trace
+
+
+def trace_fingerprint(source: str | Path = "public") -> str:
+    """sha256 over the files :func:`load_trace` reads for ``source``, without loading them.
+
+    ``"public"``: every file of ``data/public/`` by content (a few MB); ``"philly"``: the ingest's
+    ``manifest.json`` (it holds the checksums of what it ingested); a directory: each file's name, size and
+    modification time (a raw trace can be gigabytes).
+    """
+    import hashlib
+
+    digest = hashlib.sha256(str(source).encode() + b"\0")
+    if isinstance(source, str) and source in ("public", "philly"):
+        folder = paths.public_dir() if source == "public" else paths.ingested_philly_dir()
+        files = sorted(folder.rglob("*")) if source == "public" else [folder / "manifest.json"]
+        for file in (f for f in files if f.is_file()):
+            digest.update(file.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+        return digest.hexdigest()
+    directory = Path(source)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"trace source {str(source)!r}: expected 'public', 'philly' or a directory "
+                                "in the raw Philly format")
+    for file in sorted(f for f in directory.rglob("*") if f.is_file()):
+        stat = file.stat()
+        digest.update(f"{file.relative_to(directory).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def _run_metadata(directory: Path) -> dict:

@@ -266,7 +266,7 @@ def _update_gpu_masks(masks: dict, wide: pa.Table) -> None:
         valid = wide.column(column).is_valid().to_numpy(zero_copy_only=False)
         seen = np.bincount(codes[valid], minlength=len(names)) > 0
         bits |= seen.astype(np.int64) << k
-    for code in present[np.argsort(first)]:      # first appearance order, as the in-memory loader
+    for code in present[np.argsort(first, kind="stable")]:      # first appearance order, as the in-memory loader
         name = names[code]
         masks[name] = masks.get(name, 0) | int(bits[code])
 

@@ -126,6 +126,7 @@ def combine_machine_lists(official: pd.DataFrame | None, reconstructed: pd.DataF
     quality.flag(file, "official GPU count disagrees with the reconstruction (philly-traces issue #8)",
                  int(merged["gpu_count_disagrees"].sum()))
     merged["in_job_log_only"] = merged["in_job_log_only"].astype(bool)
-    return merged.sort_values("machine", key=lambda s: s.str.extract(r"(\d+)$")[0].astype(float).fillna(-1))\
-                 .reset_index(drop=True)[["machine", "num_gpus", "num_gpus_listed", "gpu_mem",
-                                          "gpu_count_disagrees", "in_job_log_only"]]
+    number = merged["machine"].str.extract(r"(\d+)$")[0].astype(float).fillna(-1)   # m2 before m10
+    ordered = merged.assign(number=number).sort_values(["number", "machine"], kind="stable")
+    return ordered.reset_index(drop=True)[["machine", "num_gpus", "num_gpus_listed", "gpu_mem",
+                                           "gpu_count_disagrees", "in_job_log_only"]]

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..ordering import counts_desc
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.sharing import Reclaim
 from ..sim.workload import quotas_from_table
@@ -225,7 +226,7 @@ def scheduler_latency(params: ReplayParams, num_gpus, seed: int = 0) -> np.ndarr
     Real jobs wait between submit and start even on an idle cluster (launch,
     image and data staging), and not all equally long. Single lognormal:
     ``latency_s`` x a factor of median 1 and sigma ``latency_spread``.
-    Seeded, so a replay is deterministic.
+    Seeded, so a replay is deterministic; rounded to whole milliseconds, so it is the same on every CPU.
     """
     n_jobs = len(num_gpus)
     rng = np.random.default_rng([seed, 7919])
@@ -239,10 +240,13 @@ def scheduler_latency(params: ReplayParams, num_gpus, seed: int = 0) -> np.ndarr
             at = bucket == name
             fast = fast_draw[at] < share
             out[at] = np.where(fast, fast_median * np.exp(fast_sigma * z[at]), slow_median * np.exp(slow_sigma * z[at]))
-        return out
-    if params.latency_s <= 0:
+    elif params.latency_s <= 0:
         return np.zeros(n_jobs)
-    return float(params.latency_s) * np.exp(float(params.latency_spread) * z)
+    else:
+        out = float(params.latency_s) * np.exp(float(params.latency_spread) * z)
+    # whole milliseconds: numpy's exp() differs in the last bit between SIMD paths, and the order of two arrivals
+    # must not hang on it
+    return np.round(out, 3)
 
 
 @dataclass(frozen=True)
@@ -440,7 +444,7 @@ def delay_table(pairs: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
 def vc_ks(pairs: pd.DataFrame, span: tuple | None = None, top: int = 5) -> pd.DataFrame:
     """KS distance of replay vs real delay per VC, for the ``top`` VCs with most records in the span."""
     part = in_span(pairs, span)
-    vcs = part["vc"].value_counts().head(top).index
+    vcs = counts_desc(part["vc"]).head(top).index
     rows = [{"vc": vc, "records": int((part["vc"] == vc).sum()),
              "real_median_s": float(part.loc[part["vc"] == vc, "real_s"].median()),
              "simulated_median_s": float(part.loc[part["vc"] == vc, "simulated_s"].median()),
@@ -524,7 +528,7 @@ def servers_spanned(rep: Replay, real_waits: pd.DataFrame, span: tuple | None = 
     ``real_waits``: :func:`.workload.dre_first_waits`'s table (with ``num_servers``).
     The replay's figure is its last attempt's; jobs the replay never started are left out.
     """
-    att = rep.result.attempts.sort_values(["jobid", "attempt"])
+    att = rep.result.attempts.sort_values(["jobid", "attempt"], kind="stable")
     last = att.groupby("jobid", sort=False)["num_servers"].last()
     ids = pd.Series(rep.replay.dre_jobid, index=rep.replay.workload.jobid.astype(str)).dropna()
     simulated = pd.Series(last.reindex(ids.index).to_numpy(), index=ids.astype(str).to_numpy()).dropna()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +39,9 @@ class Calibration:
     """A calibration's outcome: the fitted parameters, every trial, the spans, the held-out headline figures.
 
     ``replay``: the workload it was fitted on; ``full_replay``: every RFold job
-    (not cut to the warm-up and ``replay_days``). Both are rebuilt on each
-    call, never cached.
+    (not cut to the warm-up and ``replay_days``). Neither is stored with the
+    calibration: each is built on first use, once per process
+    (:func:`replay_workloads`).
     """
 
     params: ReplayParams
@@ -48,8 +50,17 @@ class Calibration:
     held_out: dict
     settings: dict
     key: str
-    replay: ReplayWorkload
-    full_replay: ReplayWorkload
+
+    @property
+    def replay(self) -> ReplayWorkload:
+        return replay_workloads(**self._workload_args()).replay
+
+    @property
+    def full_replay(self) -> ReplayWorkload:
+        return replay_workloads(**self._workload_args()).full
+
+    def _workload_args(self) -> dict:
+        return {k: self.settings[k] for k in ("trace", "seed", "replay_days", "warmup_days")}
 
     def summary(self) -> str:
         """The held-out validation in one clause, each figure beside its target."""
@@ -74,6 +85,61 @@ def start_params(waits: pd.DataFrame, fit_span: tuple) -> ReplayParams:
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span))
 
 
+@dataclass(frozen=True)
+class ReplayWorkloads:
+    """What a calibration replays: RFold's jobs on the calendar, and the real first waits it is held against."""
+
+    alignment: object          # RFold's arrival offsets on the calendar (:func:`.jobsets.align_offsets`)
+    full: ReplayWorkload       # every RFold job
+    replay: ReplayWorkload     # cut to the warm-up and replay_days
+    waits: pd.DataFrame        # the DRE records' first-attempt waits (:func:`.workload.dre_first_waits`)
+
+
+@lru_cache(maxsize=4)
+def replay_workloads(trace: str, seed: int, replay_days: float | None, warmup_days: float | None) -> ReplayWorkloads:
+    """:class:`ReplayWorkloads` of a trace, built once per process (the alignment of RFold to the calendar takes a
+    few seconds, and notebook 06 asks for it per measurement window)."""
+    from ..trace import load_trace
+    from . import jobsets
+    from .workload import dre_first_waits, first_days, rfold_replay_workload
+
+    pub = load_trace(trace, with_util=False)
+    rfold, pollux = pub.rfold_jobs, pub.jobs_of("pollux")
+    if rfold is None:
+        raise ValueError(f"calibrated_params: trace {trace!r} has no rfold_jobs table (the public data has it)")
+    alignment = jobsets.align_offsets(rfold["arrival_offset_s"], rfold["num_gpus"], rfold["duration_s"],
+                                      pollux["submitted"], pollux["num_gpus"], pollux["run_time_s"])
+    full = rfold_replay_workload(pub, alignment, seed=seed)
+    warm = full if warmup_days is None else rfold_replay_workload(pub, alignment, seed=seed, warmup_days=warmup_days)
+    waits, _ = dre_first_waits(warm, pub.jobs_of("dre"))
+    return ReplayWorkloads(alignment, full, first_days(warm, replay_days), waits)
+
+
+def _canonical(value):
+    """JSON-ready ``value`` with every whole float as an int, so that 60 and 60.0 give one cache key."""
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def calibration_key(settings: dict) -> str:
+    """The cache key of a calibration: sha256 of its settings (numbers canonical), the code that makes it
+    (:data:`CALIBRATION_CODE`), the installed environment and the trace's input files; computed without
+    loading the trace."""
+    from ..codeversion import code_version, environment_version
+    from ..trace import trace_fingerprint
+
+    digest = hashlib.sha256(json.dumps(_canonical(settings), sort_keys=True).encode())
+    digest.update(code_version(CALIBRATION_CODE).encode())
+    digest.update(environment_version().encode())
+    digest.update(trace_fingerprint(settings["trace"]).encode())
+    return digest.hexdigest()[:20]
+
+
 def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0, space: dict | None = None,
                       n_trials: int = DEFAULT_TRIALS, replay_days: float | None = None,
                       warmup_days: float | None = None, top_vcs: int = 5, cache_dir=None) -> Calibration:
@@ -84,38 +150,20 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     warm-up, the DRE records' first-attempt waits. ``space``: the search space
     (None: :data:`.search.DEFAULT_SPACE`); ``n_trials`` replays of the fit span.
     The result is kept in ``cache_dir`` (default :func:`dlcluster.paths.cache_dir`)
-    as ``calibration-<key>.json``, ``key`` = sha256 of the arguments, a
-    fingerprint of every input table and the code version (:data:`CALIBRATION_CODE`),
-    so notebooks 05 and 06 share one calibration per input and any change of
-    data or code recalibrates.
+    as ``calibration-<key>.json`` (:func:`calibration_key`), looked up before
+    anything is loaded, so notebooks 05 and 06 share one calibration per input
+    and any change of data, code or installed packages recalibrates.
     """
     from ..atomic import atomic_write_text
-    from ..codeversion import code_version
     from ..paths import cache_dir as default_cache_dir
     from ..trace import load_trace
     from . import jobsets
-    from .workload import dre_first_waits, first_days, rfold_replay_workload
 
     space = check_space(DEFAULT_SPACE if space is None else space)
     settings = {"trace": str(trace), "fit_days": fit_days, "seed": int(seed), "n_trials": int(n_trials),
                 "space": json.loads(json.dumps(space)), "replay_days": replay_days, "warmup_days": warmup_days,
                 "top_vcs": int(top_vcs)}
-    pub = load_trace(trace, with_util=False)
-    rfold, pollux = pub.rfold_jobs, pub.jobs_of("pollux")
-    if rfold is None:
-        raise ValueError(f"calibrated_params: trace {trace!r} has no rfold_jobs table (the public data has it)")
-    alignment = jobsets.align_offsets(rfold["arrival_offset_s"], rfold["num_gpus"], rfold["duration_s"],
-                                      pollux["submitted"], pollux["num_gpus"], pollux["run_time_s"])
-    full = rfold_replay_workload(pub, alignment, seed=seed)
-    warm = full if warmup_days is None else rfold_replay_workload(pub, alignment, seed=seed, warmup_days=warmup_days)
-    replay = first_days(warm, replay_days)
-    waits, _ = dre_first_waits(warm, pub.jobs_of("dre"))
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    digest.update(code_version(CALIBRATION_CODE).encode())
-    replay.workload.update_digest(digest)
-    for table in (pub.machines, pub.vc_quotas, pub.occupancy, waits):
-        digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
-    key = digest.hexdigest()[:20]
+    key = calibration_key(settings)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"calibration-{key}.json"
     if path.exists():
@@ -123,7 +171,10 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
         return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
                            {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
                            {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                           stored["settings"], key, replay, full)
+                           settings, key)
+    pub = load_trace(trace, with_util=False)
+    inputs = replay_workloads(str(trace), int(seed), replay_days, warmup_days)
+    replay, waits = inputs.replay, inputs.waits
     span = spans(pub.occupancy, fit_days, replay_days)
     fit_part = fit_span_replay(replay, span["fit"])
 
@@ -134,7 +185,9 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     folder.mkdir(parents=True, exist_ok=True)
     best, trials = search(objective, start_params(waits, span["fit"]), space, n_trials,
                           folder / f"calibration-{key}.db", key, seed)
-    horizon = jobsets.completeness_horizon(jobsets.offsets_to_utc(rfold["arrival_offset_s"], alignment.origin_local),
+    rfold = pub.rfold_jobs
+    horizon = jobsets.completeness_horizon(jobsets.offsets_to_utc(rfold["arrival_offset_s"],
+                                                                  inputs.alignment.origin_local),
                                            rfold["num_gpus"], rfold["duration_s"], span["fit"])
     figures = held_out_figures(run_replay(replay, pub.machines, pub.vc_quotas, best), pub.occupancy, waits,
                                span["held_out"], top_vcs=top_vcs, complete_until=horizon["horizon"])
@@ -144,7 +197,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
         "params": asdict(best), "trials": trials.replace({np.nan: None}).to_dict(orient="list"),
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
-    return Calibration(best, trials, span, held, settings, key, replay, full)
+    return Calibration(best, trials, span, held, settings, key)
 
 
 def calibrated_replay_inputs(trace: str = "public", cache_dir=None):

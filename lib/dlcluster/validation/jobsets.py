@@ -142,7 +142,7 @@ def match_nearest(left_utc, left_gpus, right_utc, right_gpus, tolerance_s: float
                          "gpus": np.asarray(left_gpus, dtype=np.int64), "pos": np.arange(len(left_gpus))})
     right = pd.DataFrame({"t": pd.to_datetime(pd.Series(right_utc)).to_numpy(),
                           "gpus": np.asarray(right_gpus, dtype=np.int64), "match": np.arange(len(right_gpus))})
-    merged = pd.merge_asof(left.sort_values("t"), right.sort_values("t"), on="t", by="gpus",
+    merged = pd.merge_asof(left.sort_values(["t", "pos"], kind="stable"), right.sort_values(["t", "match"], kind="stable"), on="t", by="gpus",
                            tolerance=pd.Timedelta(seconds=tolerance_s), direction="nearest")
     out = np.full(len(left), -1, dtype=np.int64)
     found = merged["match"].notna()
@@ -289,7 +289,7 @@ def completeness_horizon(submitted_utc, num_gpus, duration_s, reference_span: tu
     leads = list(range(0, 61))
     share = missing_at_end_share(submitted, num_gpus, duration_s, refs, leads)
     lead = int(share.index[share <= max_missing].min())
-    daily = submitted.dt.floor("D").value_counts().sort_index()
+    daily = submitted.dt.floor("D").value_counts().sort_index(kind="stable")
     daily = daily.reindex(pd.date_range(daily.index.min(), daily.index.max(), freq="D"), fill_value=0)
     after = daily[daily.index >= reference_span[1]]
     holes = after.index[after < hole_fraction * daily.median()]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import table2
+from ..ordering import decision_value
 from .replay import Replay
 
 TARGETS = {
@@ -36,7 +37,7 @@ def scorecard(held: dict) -> pd.DataFrame:
         value = held.get(key)
         value = float(value) if value is not None and np.isfinite(value) else np.nan
         rows.append({"figure": what, "replay": value, "target": target,
-                     "met": bool(value <= target) if np.isfinite(value) else False})
+                     "met": bool(decision_value(value) <= target) if np.isfinite(value) else False})
     return pd.DataFrame(rows).set_index("figure")
 
 

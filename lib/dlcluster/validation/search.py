@@ -12,7 +12,11 @@ fit span with Optuna's TPE sampler.
 * **Deterministic**: the trials given by :data:`START_POINTS` come first; then
   each trial's sampler is seeded with the search seed and the trial's number,
   so an uninterrupted search with the same inputs proposes the same trials
-  (the objective is deterministic too).
+  (the objective is deterministic too). The objective is rounded to
+  :data:`~dlcluster.ordering.DECISION_DIGITS` significant digits before the
+  sampler sees it: TPE splits the trials into good and bad by rank, and the
+  best trial is a minimum, so a last-bit difference between two CPUs'
+  arithmetic must not reorder two trials.
 * **Space**: :data:`DEFAULT_SPACE`; a list of values is a categorical axis, a
   ``{"low", "high", "log"}`` mapping a range, and ``"off"`` in it a value
   (None) that the axis may also take, e.g. no reclaim at all.
@@ -27,6 +31,7 @@ from typing import Callable
 
 import pandas as pd
 
+from ..ordering import decision_value
 from ..report.progress import emit as emit_progress
 from .calibrate import Evaluation, ReplayParams
 
@@ -126,7 +131,7 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
         ev = objective(params)
         for key, value in asdict(ev).items():
             trial.set_user_attr(key, value)
-        study.tell(trial, ev.objective)
+        study.tell(trial, decision_value(ev.objective))
         done.append(trial)
     emit_progress({"event": "sweep", "done": n_trials, "total": n_trials, "cached": 0,
                    "elapsed_s": time.monotonic() - started})

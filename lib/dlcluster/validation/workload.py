@@ -52,7 +52,7 @@ class ReplayWorkload:
                               self.measure_start, dict(self.info))
 
     def vc_source_shares(self) -> dict:
-        counts = pd.Series(self.vc_source).value_counts()
+        counts = pd.Series(self.vc_source).value_counts(sort=False)
         return {s: float(counts.get(s, 0) / len(self.vc_source)) for s in VC_SOURCES}
 
 
@@ -84,10 +84,10 @@ def draw_vcs(num_gpus: np.ndarray, reference_vc, reference_gpus, seed: int) -> n
     ref = pd.DataFrame({"vc": np.asarray(reference_vc, dtype=object),
                         "bucket": size_bucket(pd.Series(np.asarray(reference_gpus, dtype=float))).astype(str)})
     buckets = size_bucket(pd.Series(np.asarray(num_gpus, dtype=float))).astype(str).to_numpy()
-    overall = ref["vc"].value_counts(normalize=True).sort_index()
+    overall = ref["vc"].value_counts(normalize=True).sort_index(kind="stable")
     out = np.empty(len(buckets), dtype=object)
     for bucket in sorted(set(buckets)):
-        shares = ref.loc[ref["bucket"] == bucket, "vc"].value_counts(normalize=True).sort_index()
+        shares = ref.loc[ref["bucket"] == bucket, "vc"].value_counts(normalize=True).sort_index(kind="stable")
         if shares.empty:
             shares = overall
         where = np.flatnonzero(buckets == bucket)

@@ -88,7 +88,7 @@ class GittinsPolicy(LasPolicy):
         samples = self._samples
         if samples is None:
             samples = sim.workload.num_gpus * sim.workload.service_s
-        samples = np.sort(np.asarray(samples, dtype=float))
+        samples = np.sort(np.asarray(samples, dtype=float), kind="stable")
         if samples.size == 0 or not np.isfinite(samples).all():
             raise ValueError(f"{self.name}: service samples must be non-empty and finite")
         self.sorted_samples = samples.tolist()

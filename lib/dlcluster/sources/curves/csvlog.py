@@ -81,7 +81,7 @@ def load_csv_curves(
     for metric in metrics:
         logged = raw_text[metric].str.strip() != ""
         drops["empty value cell (metric not logged that epoch)"] += int((~logged).sum())
-        part = raw.loc[logged].sort_values(epoch_column)
+        part = raw.loc[logged].sort_values(epoch_column, kind="stable")
         frames.append(pd.DataFrame({
             "source": source, "job": job, "metric": metric,
             "direction": direction_for(metric, directions, str(path)),
