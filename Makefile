@@ -41,7 +41,8 @@ check-other-cpu: setup ## rebuild every report as on an older CPU (numpy's basel
 golden: reports ## rewrite golden/$(CONFIG).yaml from reports/$(CONFIG)/ on purpose: commit its diff with the change that moved it
 	$(BIN)/dlcluster golden reports/$(CONFIG)
 
-test: setup ## unit tests plus a papermill run of every notebook with params/ci.yaml
+test: setup ## the linter (ruff, rules in pyproject.toml), then unit tests and a papermill run of every notebook with params/ci.yaml
+	$(BIN)/ruff check lib tests bench scripts
 	$(BIN)/python -m pytest
 
 data: setup ## download the full Philly trace (sha256-verified), extract to data/raw/philly, ingest to data/philly
@@ -67,5 +68,5 @@ bench: setup ## speed and memory benchmarks, results in bench/results/ (~15-25 m
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean: ## remove built reports and caches (keeps .venv and data)
-	rm -rf reports/*/ reports/.sweep-cache .pytest_cache .hypothesis bench/results
+	rm -rf reports/*/ reports/.sweep-cache .pytest_cache .ruff_cache .hypothesis bench/results
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -64,7 +64,8 @@ def child(task: str, args: list[str]) -> None:
     elif task == "join":
         from dlcluster.analysis.job_util import job_gpu_util
         result = job_gpu_util(args[0], per=args[1])
-        info = {"rows": len(result.frame), "dropped": dict(zip(result.dropped["reason"], result.dropped["rows"]))}
+        dropped = dict(zip(result.dropped["reason"], result.dropped["rows"], strict=True))
+        info = {"rows": len(result.frame), "dropped": dropped}
     else:
         raise SystemExit(f"unknown task {task!r}")
     info.update(wall_s=round(time.perf_counter() - wall, 2), cpu_s=round(time.process_time() - cpu, 2),

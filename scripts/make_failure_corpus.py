@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build the failure-log corpus in data/failure_logs/ by making small programs really fail.
 
 A log classifier is only as good as the logs it is tested on, so every failure

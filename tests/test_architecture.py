@@ -15,7 +15,8 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib"
 PACKAGE = LIB / "dlcluster"
 
-#: Each stage and the stages it may import (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``, ``ordering``).
+#: Each stage and the stages it may import
+#: (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``, ``ordering``).
 ALLOWED = {
     "report": set(),
     "trace": set(),

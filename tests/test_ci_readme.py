@@ -80,3 +80,19 @@ def test_the_parsers_see_what_a_reader_sees():
     ci = ("#!/usr/bin/env bash\n# comment\nset -euo pipefail\ncd \"$(dirname \"$0\")/..\"\n\n"
           "pip install -e '.[torch]'\nmake test\n")
     assert ci_commands(ci) == ["pip install -e .[torch]", "make test"]
+
+
+def test_make_test_runs_the_pinned_linter_before_the_tests():
+    """A lint finding fails `make test` (issue 26): the recipe lints first, with the ruff the test extra pins."""
+    import tomllib
+
+    recipe = re.search(r"^test:.*\n((?:\t.+\n)+)", (REPO / "Makefile").read_text(), re.M)
+    assert recipe, "the Makefile has no `test` recipe"
+    lines = [line.strip() for line in recipe.group(1).splitlines()]
+    assert lines[0] == "$(BIN)/ruff check lib tests bench scripts", lines
+    assert any("pytest" in line for line in lines[1:]), lines
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pins = [p for p in pyproject["project"]["optional-dependencies"]["test"] if p.startswith("ruff")]
+    assert len(pins) == 1 and pins[0].startswith("ruff=="), pins
+    assert f"- {pins[0]}" in (REPO / "environment.yml").read_text()   # mirrored for conda users
+    assert pyproject["tool"]["ruff"]["lint"]["select"], "no lint rules chosen"

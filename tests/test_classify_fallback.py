@@ -81,7 +81,8 @@ def test_fallback_off_gives_the_rules_alone(tiny):
 
 
 def test_same_inputs_same_output():
-    texts = ["PreemptionWarning: node reclaimed", "flux parity fault", "nothing alike", "ModuleNotFoundError: No module named 'x'"]
+    texts = ["PreemptionWarning: node reclaimed", "flux parity fault", "nothing alike",
+             "ModuleNotFoundError: No module named 'x'"]
     first = classify_many(texts, fallback=train_fallback(TINY, TINY_SETTINGS))
     second = classify_many(texts, fallback=train_fallback(TINY.iloc[::-1].iloc[::-1], TINY_SETTINGS))
     assert first == second
@@ -135,7 +136,7 @@ def test_leave_one_split_out_on_known_answers():
 def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_threshold_and_refine():
     def rows(C, corpus, threshold, right, model=(5, 5), refine=math.inf):
         return [{"C": C, "with_corpus": corpus, "threshold": threshold, "refine": refine, "split": s, "messages": 10,
-                 "hybrid_correct": r, "model_correct": mr} for s, r, mr in zip("ab", right, model)]
+                 "hybrid_correct": r, "model_correct": mr} for s, r, mr in zip("ab", right, model, strict=True)]
     cv = pd.DataFrame(rows(10.0, False, 0.1, [9, 9]) + rows(30.0, False, 0.1, [10, 8])
                       + rows(30.0, False, 0.3, [8, 10]) + rows(30.0, True, 0.5, [7, 7]))
     assert choose_fallback_settings(cv) == FallbackSettings(30.0, 0.3, False, math.inf)
@@ -157,7 +158,7 @@ def test_choosing_settings_takes_the_best_mean_then_the_model_then_the_higher_th
 def test_the_incumbent_settings_are_kept_unless_a_challenger_wins_by_the_margin():
     def rows(C, threshold, right):
         return [{"C": C, "with_corpus": True, "threshold": threshold, "refine": math.inf, "split": s, "messages": 10,
-                 "hybrid_correct": r, "model_correct": 5} for s, r in zip("ab", right)]
+                 "hybrid_correct": r, "model_correct": 5} for s, r in zip("ab", right, strict=True)]
     incumbent = FallbackSettings(10.0, 0.1, True, math.inf)
     challenger = FallbackSettings(30.0, 0.3, True, math.inf)
     close = pd.DataFrame(rows(10.0, 0.1, [8, 8]) + rows(30.0, 0.3, [9, 9]))  # two messages ahead
@@ -225,7 +226,8 @@ def test_a_confident_guess_refines_a_generic_rule_and_names_it(tmp_path):
 def test_a_rule_file_with_a_bad_generic_flag_is_refused(tmp_path):
     path = tmp_path / "rules.yaml"
     path.write_text(GENERIC_RULES.replace("generic: true", "generic: maybe"))
-    with pytest.raises(ValueError, match=r"rules\.yaml:\d+: rule 'abort': field 'generic' must be true or false, got 'maybe'"):
+    with pytest.raises(ValueError,
+                       match=r"rules\.yaml:\d+: rule 'abort': field 'generic' must be true or false, got 'maybe'"):
         RuleSet(path)
 
 
@@ -258,7 +260,8 @@ def test_cli_classify_logs_marks_guesses_and_can_turn_the_fallback_off(tmp_path)
 @pytest.mark.parametrize("text, hybrid_reason, neighbour", [
     ("epoch 3 loss 0.41\nKilled the stale worker and retried", "cpu_out_of_memory", "m308"),
     ("OSError: [Errno 5] Input/output error", "model_checkpoint_error", "m431"),
-    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***", "job_preempted", "m135"),
+    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***",
+     "job_preempted", "m135"),
     ("AttributeError: 'NoneType' object has no attribute 'shape'", "semantic_error", "m1185"),
     ("[[Node: save/RestoreV2 = RestoreV2[dtypes=[DT_FLOAT]]]", "model_checkpoint_error", "m935"),
     ("best_val_loss = inf", "model_diverged", "m358"),

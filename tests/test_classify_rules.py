@@ -57,34 +57,36 @@ def test_single_signatures(text, reason, rule_id):
     # a plain SIGTERM from the scheduler is a preemption (issue 12)
     ("epoch 7\nTerminated: job received SIGTERM (preempted)", "job_preempted"),
     # a checkpoint path alone does not make a permission error a checkpoint error: here nothing is saved (issue 12)
-    ("  File \"train.py\", line 9, in resume\n    with open('out/checkpoints/model.ckpt', 'rb') as f:\n"
-     "PermissionError: [Errno 13] Permission denied: 'out/checkpoints/model.ckpt'", "permission_error"),
+    (("  File \"train.py\", line 9, in resume\n    with open('out/checkpoints/model.ckpt', 'rb') as f:\n"
+      "PermissionError: [Errno 13] Permission denied: 'out/checkpoints/model.ckpt'"), "permission_error"),
     # a full disk while torch.save writes is a checkpoint error
-    ("    torch.save(model.state_dict(), 'best.pt')\nOSError: [Errno 28] No space left on device", "model_checkpoint_error"),
+    ("    torch.save(model.state_dict(), 'best.pt')\nOSError: [Errno 28] No space left on device",
+     "model_checkpoint_error"),
     # the launcher's SIGTERM to the other ranks follows the real cause
-    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nSending process 7 closing signal SIGTERM", "gpu_ecc_error"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered\nSending process 7 closing signal SIGTERM",
+     "gpu_ecc_error"),
     # bad_alloc aborts and dumps core, but the cause is memory
     ("terminate called after throwing an instance of 'std::bad_alloc'\nAborted (core dumped)", "cpu_out_of_memory"),
     # round 2 of the real-message tuning (data/failure_messages/README.md):
     # TensorFlow's OOM on the CPU device is host memory, on a GPU device GPU memory
-    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
-     "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu", "cpu_out_of_memory"),
-    ("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
-     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "gpu_out_of_memory"),
+    (("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+      "/job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu"), "cpu_out_of_memory"),
+    (("Resource exhausted: OOM when allocating tensor with shape[64,8] and type float on "
+      "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"), "gpu_out_of_memory"),
     # a private submodule gone from an installed package is a version mismatch; a missing package or an
     # unbuilt compiled extension is an import error
     ("ModuleNotFoundError: No module named 'torch._six'", "semantic_error"),
     ("ModuleNotFoundError: No module named 'maskrcnn_benchmark._C'", "import_error"),
     ("ModuleNotFoundError: No module named 'apex'", "import_error"),
     # an aborted NCCL communicator takes the process down: the terminate is the consequence
-    ("RuntimeError: NCCL communicator was aborted on rank 3.\n"
-     "terminate called after throwing an instance of 'std::runtime_error'", "mpi_runtime_failure"),
+    (("RuntimeError: NCCL communicator was aborted on rank 3.\n"
+      "terminate called after throwing an instance of 'std::runtime_error'"), "mpi_runtime_failure"),
     # NCCL calls a vanished peer an internal error; the transport line names the cause
-    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, internal error\n"
-     "Net : Connection closed by remote peer host<50260>", "mpi_runtime_failure"),
+    (("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, internal error\n"
+      "Net : Connection closed by remote peer host<50260>"), "mpi_runtime_failure"),
     # a missing cuDNN library aborts the process: the library is the cause
-    ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object file: "
-     "No such file or directory\nAborted (core dumped)", "cannot_load_libs"),
+    (("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object file: "
+      "No such file or directory\nAborted (core dumped)"), "cannot_load_libs"),
     # a bare 'Killed' from the shell is the OOM killer; a word 'Killed' inside another line is no evidence
     ("epoch 3 loss 0.41\nKilled", "cpu_out_of_memory"),
     ("epoch 3 loss 0.41\nKilled the stale worker and retried", NO_SIGNATURE),
@@ -97,8 +99,8 @@ def test_single_signatures(text, reason, rule_id):
     ("mpirun noticed that process rank 3 with PID 4242 on node gpu07 exited on signal 9 (Killed).",
      "mpi_runtime_failure"),
     # a busy GPU is the cause, the elastic agent's SIGTERM its consequence; alone, the SIGTERM is a preemption
-    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n"
-     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 15", "cuda_init_failed"),
+    (("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n"
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 15"), "cuda_init_failed"),
     ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 15", "job_preempted"),
     # PyTorch 0.x's wording of CUDA error 2 is GPU memory, not a generic CUDA failure
     ("RuntimeError: cuda runtime error (2) : out of memory at /tmp/THC/THCCachingAllocator.cpp:510",
@@ -122,11 +124,12 @@ def test_single_signatures(text, reason, rule_id):
     ("RuntimeError: Parent directory ./runs/exp1 does not exist.", "model_checkpoint_error"),
     ("RuntimeError: File out/checkpoints/checkpoint_0.pt cannot be opened.", "model_checkpoint_error"),
     ("[BondReader] File data/bonds.txt cannot be opened.", NO_SIGNATURE),  # a reader's generic wording
-    ("ResourceExhaustedError: runs/model.ckpt-9.data-00000-of-00001; No space left on device", "model_checkpoint_error"),
+    ("ResourceExhaustedError: runs/model.ckpt-9.data-00000-of-00001; No space left on device",
+     "model_checkpoint_error"),
     ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: disk quota exceeded [Op:SaveV2]",
      "model_checkpoint_error"),
-    ("OSError: Unable to create file (unable to open file: name = 'w.h5', errno = 13, error message = 'Permission "
-     "denied', flags = 13, o_flags = 242)", "model_checkpoint_error"),
+    (("OSError: Unable to create file (unable to open file: name = 'w.h5', errno = 13, error message = 'Permission "
+      "denied', flags = 13, o_flags = 242)"), "model_checkpoint_error"),
     # ... while TF1's restore node, in the same 'save' name scope, is a read and no evidence of a write
     ("[[Node: save/RestoreV2 = RestoreV2[dtypes=[DT_FLOAT]]]", NO_SIGNATURE),
     # a model or data file that cannot be read: truncated HDF5 (also h5py 3's 'synchronously'), EIO on a named input;
@@ -134,8 +137,8 @@ def test_single_signatures(text, reason, rule_id):
     # closed terminal) is no evidence
     ("OSError: Unable to synchronously open file (truncated file: eof = 96, sblock->base_addr = 0, stored_eof = 2048)",
      "incorrect_inputs"),
-    ("OSError: Unable to open file (unable to open file: name = 'x.h5', errno = 13, error message = 'Permission "
-     "denied', flags = 0, o_flags = 0)", "permission_error"),
+    (("OSError: Unable to open file (unable to open file: name = 'x.h5', errno = 13, error message = 'Permission "
+      "denied', flags = 0, o_flags = 0)"), "permission_error"),
     ("cat: /mnt/hdfs/train/part-0001: Input/output error", "incorrect_inputs"),
     ("OSError: [Errno 5] Input/output error", NO_SIGNATURE),
     # a checkpoint path that does not exist is one being loaded (incorrect inputs); a read-only file system
@@ -147,22 +150,22 @@ def test_single_signatures(text, reason, rule_id):
      "incorrect_inputs"),
     # a CUDA library that cannot be loaded is the cause of the failed cuInit that follows; TensorRT's optional
     # libnvinfer warning is no evidence at all
-    ("W dso_loader.cc:55] Could not load dynamic library 'libcuda.so.1'; dlerror: libcuda.so.1: cannot open shared "
-     "object file: No such file or directory\nE cuda_driver.cc:318] failed call to cuInit: UNKNOWN ERROR (303)",
+    (("W dso_loader.cc:55] Could not load dynamic library 'libcuda.so.1'; dlerror: libcuda.so.1: cannot open shared "
+      "object file: No such file or directory\nE cuda_driver.cc:318] failed call to cuInit: UNKNOWN ERROR (303)"),
      "cannot_load_libs"),
     ("I tensorflow/stream_executor/cuda/cuda_dnn.cc:1062] Unable to load cuDNN DSO.", "cannot_load_libs"),
-    ("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open "
-     "shared object file: No such file or directory", NO_SIGNATURE),
-    ("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open "
-     "shared object file: No such file or directory\nRuntimeError: CUDA out of memory.", "gpu_out_of_memory"),
+    (("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open "
+      "shared object file: No such file or directory"), NO_SIGNATURE),
+    (("W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open "
+      "shared object file: No such file or directory\nRuntimeError: CUDA out of memory."), "gpu_out_of_memory"),
     # host allocation failures abort C++ frameworks: the allocation is the cause; Caffe's CUDA error 2 is GPU memory
-    ("F0116 syncedmem.hpp:33] Check failed: *ptr host allocation of size 29935616 failed\n"
-     "*** Check failure stack trace: ***\nAborted (core dumped)", "cpu_out_of_memory"),
+    (("F0116 syncedmem.hpp:33] Check failed: *ptr host allocation of size 29935616 failed\n"
+      "*** Check failure stack trace: ***\nAborted (core dumped)"), "cpu_out_of_memory"),
     ("F0101 syncedmem.cpp:71] Check failed: error == cudaSuccess (2 vs. 0)  out of memory\nAborted (core dumped)",
      "gpu_out_of_memory"),
     # DataLoader workers out of shared memory are host memory; a plain bus error stays invalid memory access
-    ("RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that dataloader's "
-     "workers are out of shared memory.", "cpu_out_of_memory"),
+    (("RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error. It is possible that dataloader's "
+      "workers are out of shared memory."), "cpu_out_of_memory"),
     ("Bus error (core dumped)", "invalid_memory_access"),
     # the scheduler's or the cloud's word: memory evictions are host memory; spot reclaims and cancelled steps are
     # preemptions, but a Slurm time limit is no reason of the vocabulary, and a cancelled step after a specific
@@ -204,7 +207,8 @@ def test_single_signatures(text, reason, rule_id):
     ("exitcode  : -6 (pid: 42)\ntraceback : Signal 6 (SIGABRT) received by PID 42", "core_dump"),
     # an uncaught exception is named by what it says: a lost peer, a bad pointer, else a native abort (not the
     # permission its what() line mentions)
-    ("terminate called after throwing an instance of 'std::system_error'\n  what():  Broken pipe", "mpi_runtime_failure"),
+    ("terminate called after throwing an instance of 'std::system_error'\n  what():  Broken pipe",
+     "mpi_runtime_failure"),
     ("terminate called after throwing an instance of 'c10::Error'\n  what():  invalid device pointer: 0x7f00",
      "invalid_memory_access"),
     ("terminate called after throwing an instance of 'std::system_error'\n  what():  Operation not permitted",
@@ -219,8 +223,8 @@ def test_single_signatures(text, reason, rule_id):
     ("PermissionError: [Errno 13] Permission denied: 'output/checkpoint-500'", "model_checkpoint_error"),
     ("os.makedirs(self.model_dir)\nOSError: [Errno 30] Read-only file system: '/mnt'", "model_checkpoint_error"),
     ("PermissionError: [Errno 13] Permission denied: '/root/.cache/huggingface/models--bert'", "permission_error"),
-    ("  File \"net.py\", line 3, in load_from_ckpt\n    with open(path, 'r') as f:\n"
-     "PermissionError: [Errno 13] Permission denied: './ckpt/checkpoint'", "permission_error"),
+    (("  File \"net.py\", line 3, in load_from_ckpt\n    with open(path, 'r') as f:\n"
+      "PermissionError: [Errno 13] Permission denied: './ckpt/checkpoint'"), "permission_error"),
     ("OSError: [Errno 30] Read-only file system: '/logs'", "permission_error"),
     # an ECC error in any wording; a count of none is no error
     ("The job failed due to an ECC error on GPU 3", "gpu_ecc_error"),
@@ -266,7 +270,8 @@ def test_rule_file_errors_name_file_line_and_field(tmp_path):
           - {id: ok, reason: syntax_error, pattern: 'SyntaxError', source: s}
           - {id: typo, reason: sytnax_error, pattern: 'x', source: s}
         """)
-    with pytest.raises(ValueError, match=r"rules\.yaml:7: rule 'typo' names unknown reason 'sytnax_error' \(field 'reason'"):
+    with pytest.raises(ValueError,
+                       match=r"rules\.yaml:7: rule 'typo' names unknown reason 'sytnax_error' \(field 'reason'"):
         RuleSet(bad_reason)
     bad_regex = _write_rules(tmp_path, """\
         rules:
@@ -308,7 +313,8 @@ def test_rule_requires_another_line(tmp_path):
         rules:
           - {id: bad-context, reason: syntax_error, pattern: 'x', requires: '(unclosed', source: s}
         """)
-    with pytest.raises(ValueError, match=r"rules\.yaml:6: rule 'bad-context' has an invalid pattern \(field 'requires'\)"):
+    with pytest.raises(ValueError,
+                       match=r"rules\.yaml:6: rule 'bad-context' has an invalid pattern \(field 'requires'\)"):
         RuleSet(broken)
 
 

@@ -339,7 +339,8 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
                                   "max_ks": 0.1, "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
                                  {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": None,
                                   "warmup_days": None}, "k")
-    monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: vcache.ReplayWorkloads(None, full, full, None))
+    workloads = vcache.ReplayWorkloads(None, full, full, None)
+    monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
     monkeypatch.setattr(E.ValidatedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
     spec = E.ValidatedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
     inputs = E.validated_inputs("public", spec, 1)
@@ -351,7 +352,8 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
     # the calibrated sharing: each VC capped at 1.5x its quota (at least one 8-GPU server), reclaim after 120 s
     options = dict(inputs.options)
     caps, reclaim = options.pop("max_capacity"), options.pop("reclaim")
-    assert options == {"lending": True, "placement": "best_fit", "slowdown": None}   # real durations: no slowdown on top
+    # real durations: no slowdown on top
+    assert options == {"lending": True, "placement": "best_fit", "slowdown": None}
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
     assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0}
@@ -388,3 +390,13 @@ def test_tied_policies_are_named_with_what_was_measured():
                     "0 s for locality and 1.0 h for a quota or cap: Philly differs from FIFO only in relaxing "
                     "locality, which acts on the first")
     assert tie_clause(rows[rows["arm"] != "Philly"]) == ""
+
+
+def test_every_load_gets_a_colour_past_the_palette():
+    # zip(loads, LOAD_COLORS) dropped the sixth load from the plots without a word
+    from dlcluster.experiments.plots import LOAD_COLORS, load_colors
+
+    loads = [f"load {i}" for i in range(len(LOAD_COLORS) + 2)]
+    colors = load_colors(loads)
+    assert list(colors) == loads
+    assert [colors[x] for x in loads] == [*LOAD_COLORS, *LOAD_COLORS[:2]]

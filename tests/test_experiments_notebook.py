@@ -82,7 +82,8 @@ def test_small_grid_results(ci_notebook, public_trace):
                                                         "relax after 3 min", "strict locality")]
         assert waits == sorted(waits) and waits[0] < waits[-1], (bucket, waits)
         # the long-jobs arms run at the calibrated relax timeout (notebook 05's): holding long jobs strict waits longer
-        [strict_long] = [k for k in r if k.startswith("locality.real.") and k.endswith(f"long jobs strict.{bucket}.queue_mean_s")]
+        [strict_long] = [k for k in r if k.startswith("locality.real.")
+                         and k.endswith(f"long jobs strict.{bucket}.queue_mean_s")]
         default_arm = strict_long.removeprefix("locality.real.").split(", long jobs strict")[0]
         assert r[strict_long] > r[loc.format(default_arm, bucket)]
     # ... and the wait costs more than the locality gains: strict locality's mean JCT is the highest

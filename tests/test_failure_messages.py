@@ -31,8 +31,9 @@ from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 # Messages classified right by the round-9 rules alone, and by the default classifier (the round-9 rules + the
 # regression fallback refining generic rules, trained on every labelled message and the corpus logs). The rules were
 # written looking at every split but heldout9, and the fallback learns from every split: in-sample regression counts,
-# no estimate (README, "Round 9"); heldout9's blind measurement is asserted at the end. The misses of the rules are mostly wordings no rule knows, which the fallback guesses, and the
-# labels the labelling guide would give otherwise (LABELLING.md, "The disputes this guide settles").
+# no estimate (README, "Round 9"); heldout9's blind measurement is asserted at the end. The misses of the rules are
+# mostly wordings no rule knows, which the fallback guesses, and the labels the labelling guide would give otherwise
+# (LABELLING.md, "The disputes this guide settles").
 # History, the rules' blind figures before they were tuned on: heldout 50 then 53 of 61, heldout2 64 of 95, heldout3
 # 81 of 102, heldout4 78 of 97, heldout5 80 of 100, heldout6 79 of 100, heldout7 66 of 80, heldout8 121 of 165 (README).
 RULES_CORRECT = {"tuning": 145, "heldout": 61, "heldout2": 93, "heldout3": 102, "heldout4": 81, "heldout5": 84,
@@ -149,7 +150,8 @@ def all_messages():
 
 @pytest.fixture(scope="module")
 def messages():
-    # every evaluation below leaves out the sets not yet measured, until their one blind measurement (README, "heldout7")
+    # every evaluation below leaves out the sets not yet measured, until their one blind measurement
+    # (README, "heldout7")
     return measured_messages()
 
 
@@ -223,11 +225,14 @@ GOOD = """\
 
 
 @pytest.mark.parametrize("change, message", [
-    (("reason: gpu_out_of_memory", "reason: gpu_oom"), r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
-    (("category: user", "category: infrastructure"), r"message 'a1': field 'category' is 'infrastructure', but reason 'gpu_out_of_memory' has category 'user'"),
+    (("reason: gpu_out_of_memory", "reason: gpu_oom"),
+     r"messages\.yaml:1: message 'a1': field 'reason' 'gpu_oom' is no reason"),
+    (("category: user", "category: infrastructure"),
+     (r"message 'a1': field 'category' is 'infrastructure', "
+      r"but reason 'gpu_out_of_memory' has category 'user'")),
     (("split: tuning", "split: test"),
-     r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4', 'heldout5', "
-     r"'heldout6', 'heldout7', 'heldout8', 'heldout9'\]"),
+     (r"message 'a1': field 'split' must be one of \['tuning', 'heldout', 'heldout2', 'heldout3', 'heldout4', "
+      r"'heldout5', 'heldout6', 'heldout7', 'heldout8', 'heldout9'\]")),
     (("source_url: https://", "source_url: http://"), r"message 'a1': field 'source_url' must be the https address"),
     (("      note: n\n", ""), r"messages\.yaml:1: message 'a1' lacks the text field 'note'"),
 ])
@@ -281,8 +286,8 @@ def test_tuning_half_is_classified_right(messages):
     wrong = ev.results[~ev.results["correct"]]
     assert wrong.empty, wrong.to_string()
     assert len(ev.results) == CORRECT_WITH_FALLBACK["tuning"]
-    assert int(evaluate_classifier(messages[messages["split"] == "tuning"], fallback=False).results["correct"].sum()) == (
-        RULES_CORRECT["tuning"])
+    rules_alone = evaluate_classifier(messages[messages["split"] == "tuning"], fallback=False)
+    assert int(rules_alone.results["correct"].sum()) == RULES_CORRECT["tuning"]
 
 
 @pytest.mark.parametrize("split, size", [
@@ -296,8 +301,9 @@ def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, ca
     blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
              if split == "heldout3" else "")
     with capsys.disabled():
-        print(f"\nreal user-posted failure messages, {split} (rules + fallback, the fallback trained on it, so in-sample{blind}): "
-              f"{right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
+        print(f"\nreal user-posted failure messages, {split} "
+              f"(rules + fallback, the fallback trained on it, so in-sample{blind}): {right} of {n} "
+              f"({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
         print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
         print(ev.results.loc[~ev.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
     assert n == size
@@ -319,7 +325,8 @@ def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, c
     assert not keeps_corpus[(incumbent.C, incumbent.with_corpus, incumbent.threshold, incumbent.refine)]
     assert choose_fallback_settings(cv, keeps_corpus, incumbent=incumbent) == CHOSEN_FALLBACK == FallbackSettings()
     chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
-                & (cv["threshold"] == CHOSEN_FALLBACK.threshold) & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
+                & (cv["threshold"] == CHOSEN_FALLBACK.threshold)
+                & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
     with capsys.disabled():
         print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other nine splits "
               f"({CHOSEN_FALLBACK}):")
@@ -353,7 +360,8 @@ def test_heldout9_measured_once_rules_and_fallback(heldout9_blind, capsys):
     with capsys.disabled():
         print(f"\nreal user-posted failure messages, heldout9 (new threads, labelled blind with the labelling guide, "
               f"evaluated once after round 9): rules alone {rules_alone.results['correct'].sum()} of "
-              f"{len(rules_alone.results)}, rules + fallback {hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); "
+              f"{len(rules_alone.results)}, "
+              f"rules + fallback {hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); "
               "confusion table of the hybrid (non-zero columns):")
         print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
         print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
@@ -388,7 +396,8 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
     for split in doubly:
         part = messages[messages["split"] == split]
         settings = LAST_BLIND_SETTINGS if split == LAST_BLIND_SPLIT else FallbackSettings()
-        results = evaluate_classifier(part, fallback=train_fallback(messages[messages["split"] != split], settings)).results
+        fallback = train_fallback(messages[messages["split"] != split], settings)
+        results = evaluate_classifier(part, fallback=fallback).results
         predicted.append(pd.Series(list(results["predicted"]), index=results["id"]))
     table = annotator_agreement(messages, second, pd.concat(predicted))
     with capsys.disabled():
@@ -402,7 +411,8 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
         "heldout9": {"messages": 165, "agree": 164, "second_unsure": 19}}
     assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974, 0.994]
     # vs the first labels, vs the second's, on the messages both agree on; heldout9's row is its blind measurement
-    assert table[["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]].astype(int).values.tolist() == [
+    versus = ["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]
+    assert table[versus].astype(int).values.tolist() == [
         [93, 94, 92], [94, 94, 94], [77, 77, 76], [160, 156, 156], [150, 149, 149]]
 
 
@@ -420,12 +430,17 @@ def test_agreement_and_second_labels_on_known_answers(tmp_path):
     path.write_text("- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}\n")
     real = load_messages()
     assert load_second_labels(path, real)["reason"].tolist() == ["gpu_out_of_memory"]
-    for text, message in [("- {id: zz, reason: gpu_out_of_memory, sure: true, note: n}", r"second\.yaml:1: label 'zz': field 'id' names no message"),
-                          ("- {id: m001, reason: oom, sure: true, note: n}", r"label 'm001': field 'reason' 'oom' is no reason"),
-                          ("- {id: m001, reason: gpu_out_of_memory, sure: maybe, note: n}", r"field 'sure' must be true or false"),
-                          ("- {id: m001, reason: gpu_out_of_memory, note: n}", r"second\.yaml:1: expected a mapping with the fields"),
-                          ("- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}\n"
-                           "- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}", r"second\.yaml:2: label 'm001': duplicate id")]:
+    for text, message in [("- {id: zz, reason: gpu_out_of_memory, sure: true, note: n}",
+                           r"second\.yaml:1: label 'zz': field 'id' names no message"),
+                          ("- {id: m001, reason: oom, sure: true, note: n}",
+                           r"label 'm001': field 'reason' 'oom' is no reason"),
+                          ("- {id: m001, reason: gpu_out_of_memory, sure: maybe, note: n}",
+                           r"field 'sure' must be true or false"),
+                          ("- {id: m001, reason: gpu_out_of_memory, note: n}",
+                           r"second\.yaml:1: expected a mapping with the fields"),
+                          (("- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}\n"
+                            "- {id: m001, reason: gpu_out_of_memory, sure: true, note: n}"),
+                           r"second\.yaml:2: label 'm001': duplicate id")]:
         path.write_text(text + "\n")
         with pytest.raises(ValueError, match=message):
             load_second_labels(path, real)

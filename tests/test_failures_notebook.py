@@ -68,14 +68,17 @@ def test_failures_notebook_results(ci_notebook, public_trace):
     cv = cross_validate_fallback(messages, grid={"C": [settings.C], "with_corpus": [settings.with_corpus],
                                                  "threshold": [settings.threshold], "refine": [settings.refine]})
     for row in cv.itertuples():
-        assert r[f"messages.{row.split}.fallback_cv.accuracy_pct"] == pytest.approx(100 * row.hybrid_correct / row.messages)
+        assert r[f"messages.{row.split}.fallback_cv.accuracy_pct"] == pytest.approx(
+            100 * row.hybrid_correct / row.messages)
     assert r["messages.heldout4.fallback_cv.accuracy_pct"] > r["messages.heldout4.accuracy_pct"]
-    assert r["messages.heldout9.fallback_cv.accuracy_pct"] == pytest.approx(100 * 148 / 165)  # current settings, out of fold
+    # current settings, out of fold
+    assert r["messages.heldout9.fallback_cv.accuracy_pct"] == pytest.approx(100 * 148 / 165)
     assert r["messages.heldout9.blind_measurement_pct"] == pytest.approx(100 * 150 / 165)  # its one blind measurement
     hybrid = evaluate_classifier(messages)
     assert r["messages.fallback_decisions"] == (hybrid.results["rule_id"] == FALLBACK_RULE_ID).sum() > 0
     # the second annotator (README, "A second annotator")
-    assert r["messages.heldout5.annotator_agreement_pct"] == 96.0 and r["messages.heldout6.annotator_agreement_pct"] == 99.0
+    assert r["messages.heldout5.annotator_agreement_pct"] == 96.0
+    assert r["messages.heldout6.annotator_agreement_pct"] == 99.0
     assert r["messages.heldout7.annotator_agreement_pct"] == 97.5
     assert r["messages.heldout8.annotator_agreement_pct"] == pytest.approx(100 * 161 / 165)
     assert r["messages.heldout9.annotator_agreement_pct"] == pytest.approx(100 * 164 / 165)

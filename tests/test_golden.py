@@ -89,7 +89,8 @@ def test_check_results_command_fails_naming_the_figure(reports, tmp_path, capsys
     (copy / "09-b" / "results.json").write_text(json.dumps(doc))
     assert main(["check-results", str(copy), "--golden", str(golden)]) == 1
     out = capsys.readouterr().out
-    assert "1 moved" in out and "09-b:ratio" in out and "2.4823852798659565" in out and "2.6" in out and "+0.118" in out and "make golden" in out
+    assert "1 moved" in out and "09-b:ratio" in out and "2.4823852798659565" in out and "2.6" in out
+    assert "+0.118" in out and "make golden" in out
     assert "09-a:jobs" not in out   # only what failed, unless --all
 
 
@@ -126,7 +127,8 @@ def test_numeric_verdicts():
     figures = rp._Figures({"02-u": {"t4": 43.2, "t1": None}})
     assert rp.verdict({"ours": "02-u:t4", "within": 2.5}, 45.18, figures)[:2] == \
         ("reproduced", "within 2.5 (ours - published = -1.98 (-4.4%))")
-    assert rp.verdict({"ours": "02-u:t4", "within": 1}, 45.18, figures)[:2] == ("differs", "by -1.98 (-4.4%); tolerance 1")
+    assert rp.verdict({"ours": "02-u:t4", "within": 1}, 45.18, figures)[:2] == \
+        ("differs", "by -1.98 (-4.4%); tolerance 1")
     assert rp.verdict({"ours": "02-u:t1", "within": 1, "when_missing": "no 1-GPU job"}, 52.4, figures)[:2] == \
         ("not comparable", "no 1-GPU job")
     assert rp.verdict({"ours": "02-u:other", "within": 1}, 52.4, figures)[:2] == \
@@ -171,7 +173,7 @@ def test_scorecard_json_and_the_golden_verdicts(tmp_path):
     card, path = rp.write_scorecard(reports)
     doc = json.loads(path.read_text())
     assert doc["counts"] == rp.counts(card) and sum(doc["counts"].values()) == len(card)
-    assert g.collect(reports)["scorecard"] == dict(zip(card["key"], card["verdict"]))
+    assert g.collect(reports)["scorecard"] == dict(zip(card["key"], card["verdict"], strict=True))
 
 
 def test_a_skipped_figure_is_written_as_null_and_never_fails(reports, tmp_path):

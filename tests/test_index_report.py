@@ -136,7 +136,8 @@ def test_a_relative_output_dir_is_the_repositorys_wherever_the_kernel_runs(tmp_p
     monkeypatch.chdir(tmp_path)   # JupyterLab starts kernels in notebooks/
     monkeypatch.setenv("DLCLUSTER_ROOT", str(tmp_path / "repo"))
     rep = Report("reports/adhoc/09-x", "09-x")
-    assert rep.output_dir == repo_root() / "reports" / "adhoc" / "09-x" == tmp_path / "repo" / "reports" / "adhoc" / "09-x"
+    assert rep.output_dir == repo_root() / "reports" / "adhoc" / "09-x" \
+        == tmp_path / "repo" / "reports" / "adhoc" / "09-x"
     assert rep.figures_dir.is_dir() and not (tmp_path / "reports").exists()
 
 

@@ -106,8 +106,8 @@ def test_killed_twice_at_unplanned_moments(synthetic_raw, uninterrupted, tmp_pat
     out = tmp_path / "ingested"
     for parts_before_kill in (3, 8):
         child = subprocess.Popen([sys.executable, "-c",
-                                  "import sys; from dlcluster.trace.ingest import ingest; "
-                                  "ingest(sys.argv[1], sys.argv[2], block_bytes=int(sys.argv[3]), progress=False)",
+                                  ("import sys; from dlcluster.trace.ingest import ingest; "
+                                   "ingest(sys.argv[1], sys.argv[2], block_bytes=int(sys.argv[3]), progress=False)"),
                                   str(synthetic_raw), str(out), str(BLOCK // 4)])
         journal = out / ".staging" / "gpu_util.json"
         deadline = time.monotonic() + 120

@@ -59,7 +59,7 @@ def hand_made(tmp_path_factory):
 
 
 def dropped(result) -> dict:
-    return dict(zip(result.dropped["reason"], result.dropped["rows"]))
+    return dict(zip(result.dropped["reason"], result.dropped["rows"], strict=True))
 
 
 def test_per_job_known_answers(hand_made):

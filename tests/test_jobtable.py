@@ -101,7 +101,7 @@ def test_seconds_from_an_origin_match_the_same_timestamps(tmp_path):
     offset = _write(tmp_path / "offset.csv", "t,g,d\n2020-06-09T08:00:00+08:00,1,60\n2020-06-09T02:00:00+02:00,1,60\n")
     assert list(load_job_table(offset, columns)[0]["submitted"]) == [pd.Timestamp("2020-06-09", tz="UTC")] * 2
     mixed = _write(tmp_path / "mixed.csv", "t,g,d\n2020-06-09T08:00:00+08:00,1,60\n2020-06-09 08:00:00,1,60\n")
-    with pytest.raises(TraceFormatError, match="mixed.csv: column 't': some timestamps carry a zone"):
+    with pytest.raises(TraceFormatError, match=r"mixed\.csv: column 't': some timestamps carry a zone"):
         load_job_table(mixed, columns)
     # a wall-clock time in the repeated hour of a DST change is read as its first occurrence and flagged
     repeated = _write(tmp_path / "dst.csv", "t,g,d\n2017-11-05 01:30:00,1,60\n2017-11-05 03:00:00,1,60\n")

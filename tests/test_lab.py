@@ -140,7 +140,8 @@ def test_make_lab_serves_a_kernel_that_imports_dlcluster(tmp_path):
     try:
         lab.wait_ready()
         specs = lab.api("GET", "/api/kernelspecs")
-        assert KERNEL in specs["kernelspecs"], f"no {KERNEL!r} kernel: run `make setup`; got {sorted(specs['kernelspecs'])}"
+        assert KERNEL in specs["kernelspecs"], \
+            f"no {KERNEL!r} kernel: run `make setup`; got {sorted(specs['kernelspecs'])}"
         assert specs["kernelspecs"][KERNEL]["spec"]["display_name"] == "Python (dlcluster)"
         assert specs["default"] == KERNEL  # new notebooks get it
         for name in sorted({KERNEL} | notebook_kernels):  # and the notebooks' own kernel imports it too

@@ -70,7 +70,8 @@ def test_trace_overview_results(ci_notebook, public_trace):
 @pytest.mark.notebook
 def test_trace_overview_counts_each_job_set_in_its_own_row(ci_notebook):
     rows = ci_notebook("00-trace-overview")["comparisons"]
-    counts = {r["data"]: (r["ours"], r["key"]) for r in rows if r["what"].startswith(("jobs of", "complete job records"))}
+    counts = {r["data"]: (r["ours"], r["key"]) for r in rows
+              if r["what"].startswith(("jobs of", "complete job records"))}
     assert counts == {"real (Pollux-derived Philly jobs)": (82247, None),
                       "real (DRE complete job records)": (5910, None),
                       "real (RFold-derived Philly jobs)": (111549, "scope.released_jobs")}

@@ -18,9 +18,11 @@ def test_format_duration():
 
 def test_sweep_line_estimates_time_left_from_the_cells_run_here():
     # 10 of 48 cached, 2 more run in 60 s: 36 left at 30 s each
-    assert sweep_line({"done": 12, "total": 48, "cached": 10, "elapsed_s": 60}) == "sweep 12/48 simulations, ~18 min 00 s left"
+    assert sweep_line({"done": 12, "total": 48, "cached": 10, "elapsed_s": 60}) == \
+        "sweep 12/48 simulations, ~18 min 00 s left"
     assert sweep_line({"done": 10, "total": 48, "cached": 10, "elapsed_s": 0}) == "sweep 10/48 simulations (10 cached)"
-    assert sweep_line({"done": 48, "total": 48, "cached": 0, "elapsed_s": 125}) == "sweep 48/48 simulations, finished in 2 min 05 s"
+    assert sweep_line({"done": 48, "total": 48, "cached": 0, "elapsed_s": 125}) == \
+        "sweep 48/48 simulations, finished in 2 min 05 s"
 
 
 def test_throttle_lets_through_every_5_s_each_10_percent_and_the_end():

@@ -11,8 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.delays import Trend, delay_summary, fig4_finding, first_attempt_locality, fittable_buckets, format_seconds, job_waits, servers_trend
-from dlcluster.analysis.table2 import attribute_waits, causes_by_bucket, per_job_agreement, share_agreement, table2_finding, time_over_quota
+from dlcluster.analysis.delays import (Trend, delay_summary, fig4_finding, first_attempt_locality, fittable_buckets,
+                                       format_seconds, job_waits, servers_trend)
+from dlcluster.analysis.table2 import (attribute_waits, causes_by_bucket, per_job_agreement, share_agreement,
+                                       table2_finding, time_over_quota)
 from dlcluster.analysis.timeline import ClusterTimeline, build_cluster_timeline
 from dlcluster.validation.replay import compare_delays
 
@@ -77,7 +79,7 @@ def test_job_waits_counts_every_requeue_and_every_dropped_wait():
     ])
     waits = job_waits(jobs, attempts)
     t = waits.table
-    assert list(zip(t["jobid"], t["attempt"], t["delay_s"])) == [
+    assert list(zip(t["jobid"], t["attempt"], t["delay_s"], strict=True)) == [
         ("a", 0, 600.0), ("a", 1, 300.0), ("d", 0, 300.0), ("f", 0, 0.0)]
     assert list(t["bucket"].astype(str)) == ["2-4", "2-4", "2-4", ">8"]
     # the re-queue wait of 'a' runs from the end of attempt 0 (minute 20) to minute 25
@@ -95,7 +97,7 @@ def test_job_waits_counts_every_requeue_and_every_dropped_wait():
 def test_job_waits_rejects_attempts_of_unknown_jobs():
     jobs = make_jobs([("a", "v1", 0, 2)])
     attempts = make_attempts([("zz", 0, 10, 20, 2, 1, 600, False)])
-    with pytest.raises(ValueError, match="belong to no job.*'zz'"):
+    with pytest.raises(ValueError, match=r"belong to no job.*'zz'"):
         job_waits(jobs, attempts)
 
 

@@ -81,7 +81,8 @@ def test_notebook_on_public_data(tmp_path, public_trace):
         assert r[f"queueing.waits.{b}"] == len(delays)
         assert r[f"queueing.median_s.{b}"] == pytest.approx(delays.median(), rel=1e-12)
         assert r[f"queueing.p90_s.{b}"] == pytest.approx(delays.quantile(0.9), rel=1e-12)
-    assert (r["queueing.median_s.2-4"], r["queueing.median_s.5-8"], r["queueing.median_s.gt8"]) == (611.5, 1443.0, 1546.0)
+    assert (r["queueing.median_s.2-4"], r["queueing.median_s.5-8"], r["queueing.median_s.gt8"]) == \
+        (611.5, 1443.0, 1546.0)
     # Figure 4: the same regression by hand; a linear fit on 2,361 and 473 jobs differs across BLAS builds only
     # in the last digits, so rel=1e-6 is ample and still catches a wrong column, weight or error formula
     for b, (low, high) in {"5-8": (5, 8), "gt8": (9, 10**6)}.items():
@@ -95,7 +96,8 @@ def test_notebook_on_public_data(tmp_path, public_trace):
         assert slope < 0 < ci_high and p_negative > 0.1
         assert r[f"fig4.supports_claim.{b}"] is False
     assert (r["fig4.jobs.5-8"], r["fig4.jobs.gt8"]) == (2361, 473)
-    assert r["queueing.fig4_finding"].startswith("Our data does not show that jobs spread over more servers waited less")
+    assert r["queueing.fig4_finding"].startswith(
+        "Our data does not show that jobs spread over more servers waited less")
     # Figure 4's input: every job of the public data (82,247 Pollux + 5,910 DRE) kept or counted by reason
     left_out = {k.removeprefix("fig4.left_out."): v for k, v in r.items() if k.startswith("fig4.left_out.")}
     assert r["fig4.jobs_read"] == 82247 + 5910 == r["fig4.jobs_kept"] + sum(left_out.values())
@@ -112,8 +114,8 @@ def test_notebook_on_public_data(tmp_path, public_trace):
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vwork
 
-    cal = vcache.calibrated_params("public", SMALL["fit_days"], 0, None, SMALL["calibration_trials"], SMALL["replay_days"],
-                                   SMALL["warmup_days"])
+    cal = vcache.calibrated_params("public", SMALL["fit_days"], 0, None, SMALL["calibration_trials"],
+                                   SMALL["replay_days"], SMALL["warmup_days"])
     rep = vcal.run_replay(cal.replay, public_trace.machines, public_trace.vc_quotas, cal.params)
     measured = (cal.spans["fit"][0], min(cal.spans["held_out"][1], cal.held_out["complete_until"]))
     jobs = rep.result.jobs

@@ -34,7 +34,8 @@ def test_compare_rejects_a_key_missing_from_the_reference_file(tmp_path):
     from dlcluster.report.reference import UnknownReferenceKey, reference_path
 
     rep = Report(tmp_path, "09-x")
-    rows = [{"what": "Table 3 mean GPU utilization, 8 GPU jobs", "ours": 44.0, "key": "util.table3.8gpu", "data": "real"}]
+    rows = [{"what": "Table 3 mean GPU utilization, 8 GPU jobs", "ours": 44.0, "key": "util.table3.8gpu",
+             "data": "real"}]
     with pytest.raises(UnknownReferenceKey, match=r"'Table 3 mean GPU utilization, 8 GPU jobs' names key "
                                                   r"'util.table3.8gpu', which is not in .*atc19.yaml") as caught:
         rep.compare(rows)
@@ -66,8 +67,8 @@ def test_no_published_value_is_an_input_of_the_library():
 
     Published values are shown beside our results, never used to make them. Checked: every published number that
     is not a round count (a whole number like 80 or 14 also occurs for other reasons), and the ratios of Table 4's
-    images/s that a slowdown model would take (the slower over the faster). Values about the released trace (provenance "trace") are facts the
-    loaders need, not the paper's results.
+    images/s that a slowdown model would take (the slower over the faster). Values about the released trace
+    (provenance "trace") are facts the loaders need, not the paper's results.
     """
     import ast
     import itertools
@@ -81,7 +82,7 @@ def test_no_published_value_is_an_input_of_the_library():
     numbers = ref[(ref["provenance"] != "trace") & ref["value"].map(lambda v: isinstance(v, (int, float)))]
     published = {row.key: float(row.value) for row in numbers.itertuples()
                  if float(row.value) != int(row.value) or float(row.value) > 1000}
-    ips = {k.rsplit(".", 1)[1]: float(v) for k, v in zip(numbers["key"], numbers["value"])
+    ips = {k.rsplit(".", 1)[1]: float(v) for k, v in zip(numbers["key"], numbers["value"], strict=True)
            if k.startswith("util.table4.ips.")}
     assert len(ips) == 4 and len(published) >= 12
     for (a, x), (b, y) in itertools.permutations(ips.items(), 2):
@@ -91,7 +92,8 @@ def test_no_published_value_is_an_input_of_the_library():
     lib = repo_root() / "lib" / "dlcluster"
     for path in lib.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+                    and not isinstance(node.value, bool)):
                 constants.append((path.relative_to(lib), float(node.value)))
 
     def walk(value):

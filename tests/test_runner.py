@@ -46,7 +46,8 @@ def test_fingerprint_follows_the_failure_rules_yaml(tmp_path):
     shutil.copytree(LIB / "dlcluster", copy / "dlcluster", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "data").mkdir()  # DLCLUSTER_ROOT: an empty data folder keeps the fingerprint cheap
     nb = REPO / "notebooks" / "04-failures-rtf.ipynb"
-    probe = ("import sys, dlcluster; from pathlib import Path; from dlcluster.report.runner import notebook_fingerprint;"
+    probe = ("import sys, dlcluster; from pathlib import Path; "
+             "from dlcluster.report.runner import notebook_fingerprint;"
              "print(dlcluster.__file__); print(notebook_fingerprint(Path(sys.argv[1]), {'trace': 'public'}))")
     env = {**os.environ, "PYTHONPATH": str(copy), "DLCLUSTER_ROOT": str(tmp_path)}
 
@@ -67,7 +68,7 @@ def test_fingerprint_follows_the_failure_rules_yaml(tmp_path):
 def test_read_params_rejects_non_mapping(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("- a\n- b\n")
-    with pytest.raises(ValueError, match="p.yaml: expected a mapping"):
+    with pytest.raises(ValueError, match=r"p\.yaml: expected a mapping"):
         read_params(bad)
 
 
@@ -86,7 +87,8 @@ def test_success_writes_notebook_html_and_results(tmp_path):
 def test_failure_names_notebook_and_cell_and_leaves_no_complete_copy(tmp_path):
     nb = _notebook(tmp_path / "08-bad.ipynb", ["a = 1", "raise ValueError('broken input')"])
     out = tmp_path / "out"
-    with pytest.raises(NotebookFailed, match=r"08-bad.ipynb failed in cell 3 \(.raise ValueError\(.broken input.\).\): ValueError: broken input"):
+    with pytest.raises(NotebookFailed, match=r"08-bad.ipynb failed in cell 3 \(.raise ValueError\(.broken input.\).\): "
+                                             r"ValueError: broken input"):
         execute_notebook(nb, out, {})
     assert not (out / "08-bad.ipynb").exists() and not (out / "08-bad.html").exists()
     assert (out / "08-bad.FAILED.ipynb").exists()
@@ -119,9 +121,9 @@ def tiny_notebooks(tmp_path):
     (tmp_path / "nbs").mkdir()
     _notebook(tmp_path / "nbs" / "01-tiny.ipynb", ["import time\ntime.sleep(sleep_s)", WRITE_RESULTS])
     _notebook(tmp_path / "nbs" / "02-sweep.ipynb", [
-        "from dlcluster.experiments.sweep import run_sweep\n"
-        "run_sweep([{'a': 1}, {'a': 2}, {'a': 3}], lambda p: {'b': p['a']}, output_dir + '/cache', n_jobs=1,\n"
-        "          code_modules=['dlcluster.experiments.sweep'])", WRITE_RESULTS])
+        ("from dlcluster.experiments.sweep import run_sweep\n"
+         "run_sweep([{'a': 1}, {'a': 2}, {'a': 3}], lambda p: {'b': p['a']}, output_dir + '/cache', n_jobs=1,\n"
+         "          code_modules=['dlcluster.experiments.sweep'])"), WRITE_RESULTS])
     return tmp_path
 
 
@@ -192,8 +194,8 @@ def test_ctrl_c_stops_the_kernel_and_leaves_no_complete_looking_report(tiny_note
     out = tmp / "out"
     _notebook(tmp / "nbs" / "01-tiny.ipynb", [
         WRITE_RESULTS,  # results.json exists before the interrupt: it must not survive it
-        "import os, pathlib, time\npathlib.Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
-        "time.sleep(sleep_s)"])
+        ("import os, pathlib, time\npathlib.Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
+         "time.sleep(sleep_s)")])
     run = _reports(tmp, "--params", _params(tmp, "sleep_s: 60\n"), "--only", "01")
     for line in run.stdout:
         if "cell 3/3" in line:

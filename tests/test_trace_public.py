@@ -48,7 +48,7 @@ def test_rfold_bad_rows_are_counted(tmp_path):
 
 def test_rfold_wrong_header_names_file(tmp_path):
     from dlcluster.trace import TraceFormatError
-    with pytest.raises(TraceFormatError, match="r.csv.gz: line 1: header"):
+    with pytest.raises(TraceFormatError, match=r"r\.csv\.gz: line 1: header"):
         read_rfold_jobs(_write_gz(tmp_path / "r.csv.gz", "id,arrival\n0,0\n"), QualityReport())
 
 
@@ -97,7 +97,8 @@ def _write_gz(path: Path, text: str) -> Path:
 def test_dre_window_dirt_on_a_hand_made_file(tmp_path):
     header = "jobid,name,machine_type,trace," + ",".join(str(m) for m in range(-10, 4)) + "\n"
     ok = ",".join(["5"] * 14)
-    series = '"time                 machine_id\n2017-11-05 01:53:00  m280          81.74\n                     m280          71.25\nName: cpu_util, dtype: object"'
+    series = ('"time                 machine_id\n2017-11-05 01:53:00  m280          81.74\n'
+              '                     m280          71.25\nName: cpu_util, dtype: object"')
     text = (header
             + f"j1,m1_gpu0,gpu,utilization,{ok}\n"
             + f"j1,m1,cpu,utilization,{series}," + ",".join(["1"] * 12) + ",\n"   # pasted series + empty cell

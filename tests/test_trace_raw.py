@@ -67,7 +67,7 @@ def test_run_time_across_the_dst_change_is_exact(tr):
 
 def test_placements_attempt_by_server_by_gpu(tr):
     p = tr.placements[tr.placements["jobid"] == "application_1_0001"]
-    assert sorted(zip(p["machine"], p["gpu"])) == [("m1", 0), ("m1", 1), ("m2", 0), ("m2", 1)]
+    assert sorted(zip(p["machine"], p["gpu"], strict=True)) == [("m1", 0), ("m1", 1), ("m2", 0), ("m2", 1)]
     assert set(tr.placements[tr.placements["jobid"] == "application_1_0002"]["attempt"]) == {0, 1}
 
 

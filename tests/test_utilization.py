@@ -14,7 +14,7 @@ def minute(m, s=0):
 
 
 def drops(samples):
-    return dict(zip(samples.dropped["reason"], samples.dropped["rows"]))
+    return dict(zip(samples.dropped["reason"], samples.dropped["rows"], strict=True))
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_table3_means_weight_minutes_and_jobs(window_tables):
 def test_window_rejects_gpu_in_two_attempts(window_tables):
     gpu_util, jobs, placements = window_tables
     twice = pd.concat([placements, placements.iloc[[0]].assign(attempt=1)])
-    with pytest.raises(ValueError, match="m1/gpu0.*job j1"):
+    with pytest.raises(ValueError, match=r"m1/gpu0.*job j1"):
         ut.gpu_minutes(gpu_util, jobs, twice)
 
 
@@ -99,7 +99,7 @@ def test_time_join_assigns_minutes_inside_each_attempt(time_tables):
     s = ut.gpu_minutes(*time_tables[:3], attempts=time_tables[3])
     assert s.basis == "time"
     got = s.frame.sort_values(["jobid", "attempt", "time"])
-    assert list(zip(got["jobid"], got["attempt"], got["util"])) == [
+    assert list(zip(got["jobid"], got["attempt"], got["util"], strict=True)) == [
         ("j1", 0, 0.0), ("j1", 0, 1.0), ("j1", 0, 2.0),     # [00:00, 00:03)
         ("j1", 1, 105.0), ("j1", 1, 107.0),                 # from 00:04:30, still running; 00:06 NA
         ("j2", 0, 4.0), ("j2", 0, 5.0)]                     # [00:04, 00:06)
@@ -123,7 +123,7 @@ def test_time_join_counts_overlapping_attempts_and_gives_later_start(jobs):
     s = ut.gpu_minutes(gpu_util, jobs, placements, attempts)
     assert drops(s)["GPU-attempt spans overlapping an earlier span on the same GPU "
                     "(samples go to the later start)"] == 1
-    assert dict(zip(s.frame["util"], s.frame["jobid"])) == {1.0: "j1", 2.0: "j1", 3.0: "j2", 4.0: "j2"}
+    assert dict(zip(s.frame["util"], s.frame["jobid"], strict=True)) == {1.0: "j1", 2.0: "j1", 3.0: "j2", 4.0: "j2"}
 
 
 def test_time_data_needs_attempts(time_tables):
@@ -179,7 +179,7 @@ def test_dedicated_attempts_need_every_gpu_of_every_server():
 
     samples = pd.DataFrame({"jobid": list("ABCDE"), "attempt": 0, "util": [1.0, 2.0, 3.0, 4.0, 5.0]})
     chosen = ut.dedicated_comparison(samples, ded.reset_index(), sizes=(8, 16))
-    assert dict(zip(chosen["jobid"], chosen["num_servers"])) == {"A": 1, "B": 2}
+    assert dict(zip(chosen["jobid"], chosen["num_servers"], strict=True)) == {"A": 1, "B": 2}
 
 
 def test_ecdf_weighted_and_cdfs_by_status_and_size():
@@ -194,7 +194,7 @@ def test_ecdf_weighted_and_cdfs_by_status_and_size():
     pass4 = cdfs[(cdfs["status"] == "Pass") & (cdfs["num_gpus"] == 4)]
     assert pass4["cdf_pct"].tolist() == pytest.approx([0, 200 / 3, 100, 100])
     assert pass4["samples"].iloc[0] == 3
-    assert set(zip(cdfs["status"], cdfs["num_gpus"])) == {("Pass", 4), ("Failed", 8)}
+    assert set(zip(cdfs["status"], cdfs["num_gpus"], strict=True)) == {("Pass", 4), ("Failed", 8)}
 
 
 def test_summarize_weighted_quartiles_match_inverted_cdf():

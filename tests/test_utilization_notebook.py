@@ -79,7 +79,8 @@ def test_figure6_cluster_and_table4_recomputed(results, job_minutes, public_trac
     assert dedicated["gpus"].value_counts().to_dict() == {8: 1832, 16: 182}
     gpu = job_minutes.merge(dedicated, on="jobid")
     host = public_trace.host_util[public_trace.host_util["minute"] >= 0].merge(
-        public_trace.placements[["jobid", "machine"]].drop_duplicates(), on=["jobid", "machine"]).merge(dedicated, on="jobid")
+        public_trace.placements[["jobid", "machine"]].drop_duplicates(), on=["jobid", "machine"]
+    ).merge(dedicated, on="jobid")
     for size in (8, 16):
         assert r[f"util.dedicated.{size}gpu.gpu_util_mean"] == pytest.approx(
             gpu.loc[gpu["gpus"] == size, "util"].mean(), rel=1e-9)

@@ -54,7 +54,8 @@ def test_align_offsets_recovers_origin_and_wallclock_offsets():
     truth = pd.Series(submit).reset_index(drop=True)
     # only wall-clock times of the repeated hour (01:00-02:00 PST on 2017-11-05) come back an hour early (read as PDT)
     off = back != truth
-    repeated = (truth >= pd.Timestamp("2017-11-05 09:00", tz="UTC")) & (truth < pd.Timestamp("2017-11-05 10:00", tz="UTC"))
+    repeated = ((truth >= pd.Timestamp("2017-11-05 09:00", tz="UTC"))
+                & (truth < pd.Timestamp("2017-11-05 10:00", tz="UTC")))
     assert (off == repeated).all() and ((truth - back)[off] == pd.Timedelta(hours=1)).all()
 
 
@@ -251,10 +252,11 @@ def _two_mode_waits(n_fast, n_slow, fast_s, slow_s, bucket, seed):
 
 def test_latency_mixture_recovers_two_known_modes_per_size():
     # 40% of 2-4 GPU jobs start after ~12 s, the rest after ~400 s; 5-8 GPU jobs: 30% at ~12 s, else ~1,000 s
-    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1), _two_mode_waits(300, 700, 12.0, 1000.0, "5-8", 2),
+    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1),
+                       _two_mode_waits(300, 700, 12.0, 1000.0, "5-8", 2),
                        _two_mode_waits(5, 5, 12.0, 1000.0, ">8", 3)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
-    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row)) for row in vc.fit_latency_mixture(waits, span)}
+    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row, strict=True)) for row in vc.fit_latency_mixture(waits, span)}
     assert set(rows) == {"all", "2-4", "5-8"}   # >8 has 10 records, under min_records: its jobs take the "all" row
     for bucket, share, slow in (("2-4", 0.4, 400.0), ("5-8", 0.3, 1000.0)):
         assert rows[bucket]["fast_share"] == pytest.approx(share, abs=0.03)
@@ -269,7 +271,8 @@ def test_latency_mixture_recovers_two_known_modes_per_size():
     params = vc.ReplayParams(latency_mixture=vc.fit_latency_mixture(waits, span))
     assert vc.ReplayParams.from_dict(json.loads(json.dumps(asdict(params)))) == params
     draws = vc.scheduler_latency(params, np.repeat([4, 8, 16, 1], 20000), seed=0).reshape(4, -1)
-    assert np.mean(draws[0] < 40) == pytest.approx(0.4, abs=0.02) and np.mean(draws[1] < 40) == pytest.approx(0.3, abs=0.02)
+    assert np.mean(draws[0] < 40) == pytest.approx(0.4, abs=0.02)
+    assert np.mean(draws[1] < 40) == pytest.approx(0.3, abs=0.02)
     assert np.median(draws[1][draws[1] > 40]) > 2 * np.median(draws[0][draws[0] > 40])
     # >8 GPUs (too few records for a fit of their own) and 1 GPU both take the "all" row
     assert np.mean(draws[2] < 40) == pytest.approx(np.mean(draws[3] < 40), abs=0.02)
@@ -294,7 +297,8 @@ def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_
     jobs = replay.result.jobs
     # r0 enters the queue at 30 s and starts at once; r1 enters at 40 s and waits until r0 ends (1030 s)
     assert jobs["queueing_delay_s"].tolist() == [0.0, 990.0]
-    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"], "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
+    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"],
+                         "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
                          "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [30.0, 1020.0]})
     pairs = vc.paired_delays(replay, real)
     assert pairs["simulated_s"].tolist() == [30.0, 1020.0]
@@ -322,13 +326,15 @@ def test_scorecard_marks_each_target():
                                 "max_ks": float("nan"), "servers_spanned_max_ks": 0.15, "latency_only_wait_share": 0.5})
     assert card["met"].tolist() == [True, False, True, False, True, False]
     text = scorecard.scorecard_text(card)
-    assert text.startswith("3 of 6 validation targets met") and "2.00 (target 1.5)" in text and "0.50 (target 0.2)" in text
+    assert text.startswith("3 of 6 validation targets met")
+    assert "2.00 (target 1.5)" in text and "0.50 (target 0.2)" in text
 
 
 def test_helios_complete_log_figures_are_the_published_ones():
     from dlcluster.validation import peers
     table = peers.helios_complete_log()
-    assert table.loc["all", ["fifo_jct_s", "fifo_queue_s", "sjf_jct_s", "sjf_queue_s"]].tolist() == [86072, 56531, 34272, 4731]
+    assert table.loc["all", ["fifo_jct_s", "fifo_queue_s", "sjf_jct_s", "sjf_queue_s"]].tolist() == \
+        [86072, 56531, 34272, 4731]
     assert table.drop(index="all")["nodes"].sum() == table.loc["all", "nodes"] == 352
 
 
@@ -347,7 +353,8 @@ def test_complete_log_comparison_on_a_two_job_workload():
     assert excluded == {"VC without a node count (peer mode)": 1}
 
 
-SMALL_SPACE = {"relax_after_s": [60.0, 180.0], "reclaim_after_s": {"low": 60.0, "high": 600.0, "log": True, "off": None}}
+SMALL_SPACE = {"relax_after_s": [60.0, 180.0],
+               "reclaim_after_s": {"low": 60.0, "high": 600.0, "log": True, "off": None}}
 
 
 def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypatch):
@@ -368,8 +375,8 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     best = first.trials.loc[first.trials["objective"].idxmin()]
     assert first.params.relax_after_s == best["relax_after_s"]
     # read back from the cache (floats spelt differently in the space are the same calibration)
-    again = vcache.calibrated_params("public", fit_days=2, space={**SMALL_SPACE, "relax_after_s": [60, 180]}, n_trials=3,
-                                     replay_days=3, warmup_days=1, cache_dir=tmp_path)
+    again = vcache.calibrated_params("public", fit_days=2, space={**SMALL_SPACE, "relax_after_s": [60, 180]},
+                                     n_trials=3, replay_days=3, warmup_days=1, cache_dir=tmp_path)
     assert again.key == first.key and again.params == first.params
     other = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=2, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
@@ -384,7 +391,8 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     stored["held_out"]["max_ks"] = 0.123
     (env_cache / f"calibration-{first.key}.json").write_text(json.dumps(stored))
     monkeypatch.setenv("DLCLUSTER_CACHE_DIR", str(env_cache))
-    from_env = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1)
+    from_env = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3,
+                                        warmup_days=1)
     assert from_env.key == first.key and from_env.held_out["max_ks"] == 0.123
 
 
@@ -411,7 +419,7 @@ def test_a_cached_calibration_is_found_before_anything_is_loaded(tmp_path, monke
                                      warmup_days=1, cache_dir=tmp_path)
     assert found.key == key and found.held_out["max_ks"] == 0.5
     with pytest.raises(AssertionError, match="loaded for a cached calibration"):
-        found.replay   # the workloads are built on first use
+        _ = found.replay   # the workloads are built on first use
     # another copy of the public data with one file edited: another key
     copy = tmp_path / "root"
     (copy / "data").mkdir(parents=True)
@@ -449,9 +457,10 @@ def test_an_interrupted_search_resumes_its_study(tmp_path):
 
 def test_overhead_latency_is_fitted_on_the_fast_waits_only():
     # 40% of waits ~12 s (the overhead), the rest ~400 s: only the first are fitted
-    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1), _two_mode_waits(300, 700, 14.0, 1000.0, "5-8", 2)])
+    waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1),
+                       _two_mode_waits(300, 700, 14.0, 1000.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
-    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row)) for row in vc.fit_overhead_latency(waits, span)}
+    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row, strict=True)) for row in vc.fit_overhead_latency(waits, span)}
     assert set(rows) == {"all", "2-4", "5-8"}
     assert rows["2-4"]["fast_share"] == 1.0 and rows["2-4"]["fast_median_s"] == pytest.approx(12.0, rel=0.05)
     assert rows["5-8"]["fast_median_s"] == pytest.approx(14.0, rel=0.05)
@@ -467,8 +476,10 @@ def test_servers_spanned_pairs_each_record_with_its_replayed_job():
     machines = pd.DataFrame({"machine": ["m0", "m1"], "num_gpus": [4, 4]})
     quotas = pd.DataFrame({"vc": ["a"], "nodes": [1], "gpus": [8]})
     replay = vc.run_replay(rep, machines, quotas, vc.ReplayParams(locality="any"))
-    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"], "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
-                         "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [0.0, 0.0], "num_servers": [1, 2]})
+    real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"],
+                         "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
+                         "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [0.0, 0.0],
+                         "num_servers": [1, 2]})
     spanned = vc.servers_spanned(replay, real)
     assert spanned.set_index("jobid")[["real_servers", "simulated_servers"]].to_dict("index") == {
         "d0": {"real_servers": 1, "simulated_servers": 2}, "d1": {"real_servers": 2, "simulated_servers": 2}}
@@ -479,7 +490,8 @@ def test_servers_spanned_pairs_each_record_with_its_replayed_job():
 
 
 def test_ablation_removes_each_contention_ingredient_and_keeps_the_model_before_it():
-    waits = pd.concat([_two_mode_waits(400, 600, 12.0, 400.0, "2-4", 1), _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
+    waits = pd.concat([_two_mode_waits(400, 600, 12.0, 400.0, "2-4", 1),
+                       _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
     best = vc.ReplayParams(locality="relax", max_capacity_factor=1.5, reclaim_after_s=120.0,
                            latency_mixture=vc.fit_overhead_latency(waits, span))
@@ -514,7 +526,8 @@ def test_preemptions_are_counted_with_the_gpu_hours_they_lose():
 
     t0 = pd.Timestamp("2017-11-01", tz="UTC")
     jobs = pd.DataFrame({"jobid": ["a", "b", "c"], "submitted": [t0, t0, t0 - pd.Timedelta(days=30)]})
-    attempts = pd.DataFrame({"jobid": ["a", "a", "b", "c"], "outcome": ["preempted", "finished", "finished", "preempted"],
+    attempts = pd.DataFrame({"jobid": ["a", "a", "b", "c"],
+                             "outcome": ["preempted", "finished", "finished", "preempted"],
                              "start_s": [0.0, 7200.0, 0.0, 0.0], "end_s": [3600.0, 9000.0, 100.0, 50.0],
                              "num_gpus": [8, 8, 1, 4]})
     rep = SimpleNamespace(result=SimpleNamespace(jobs=jobs, attempts=attempts),
@@ -532,13 +545,15 @@ def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     best = vc.ReplayParams(locality="relax", relax_after_s=120.0, max_capacity_factor=1.5, reclaim_after_s=None,
                            placement="most_free", rack_size=16, unknown_vc_quota="none")
     moves = {(name, label): params for name, label, params in vc._moves(best)}
-    assert moves[("relax_after_s", "x0.5")].relax_after_s == 60.0 and moves[("relax_after_s", "x2")].relax_after_s == 240.0
+    assert moves[("relax_after_s", "x0.5")].relax_after_s == 60.0
+    assert moves[("relax_after_s", "x2")].relax_after_s == 240.0
     assert moves[("max_capacity_factor", "halfway to the quota")].max_capacity_factor == 1.25
     assert moves[("max_capacity_factor", "twice as far from it")].max_capacity_factor == 2.0
     assert moves[("max_capacity_factor", "unlimited")].max_capacity_factor is None
     assert moves[("reclaim_after_s", "on after 300 s")].reclaim_after_s == 300.0
     assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
-    assert moves[("rack_size", "32")].rack_size == 32 and moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
+    assert moves[("rack_size", "32")].rack_size == 32
+    assert moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
     for (name, _), params in moves.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed == {name}, (name, changed)

@@ -201,7 +201,8 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     submitted = pd.to_datetime(jobs["submitted"])
     jobs = jobs[(submitted >= held[0]) & (submitted < held[1])]
     causes = jobs[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s", "latency_s"]].sum()
-    assert r["validation.heldout.latency_only_wait_share"] == pytest.approx(causes["latency_s"] / causes.sum(), rel=1e-9)
+    assert r["validation.heldout.latency_only_wait_share"] == pytest.approx(causes["latency_s"] / causes.sum(),
+                                                                            rel=1e-9)
     # Table 2 of the replay (queueing delay only, as the paper's): fragmentation includes the locality back-off
     buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
     for b, part in jobs.groupby(buckets, observed=True):

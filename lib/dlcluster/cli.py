@@ -61,8 +61,8 @@ def _golden(args) -> int:
     from .report.golden import write_golden
     reports, golden, config = _golden_path(args)
     path = write_golden(reports, golden, config)
-    print(f"wrote {path}: review its diff (git diff {path.relative_to(paths.repo_root()) if path.is_relative_to(paths.repo_root()) else path}) "
-          "and commit it with the change that moved the figures")
+    shown = path.relative_to(paths.repo_root()) if path.is_relative_to(paths.repo_root()) else path
+    print(f"wrote {path}: review its diff (git diff {shown}) and commit it with the change that moved the figures")
     return 0
 
 
@@ -157,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     default_reports = str(paths.repo_root() / "reports" / "default")
     for name, func, text in (
-            ("check-results", _check_results, "compare a reports folder with the golden results (golden/<config>.yaml); "
-                                             "exit 1 naming each figure that moved, went missing or is new"),
+            ("check-results", _check_results,
+             ("compare a reports folder with the golden results (golden/<config>.yaml); "
+              "exit 1 naming each figure that moved, went missing or is new")),
             ("golden", _golden, "rewrite golden/<config>.yaml from a reports folder (on purpose: review the diff)")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("reports_dir", nargs="?", default=default_reports,
@@ -201,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench-colocation", add_help=False,
                    help="ResNet-50 locality/colocation benchmark (needs the [torch] extra); --help for options")
 
-    p = sub.add_parser("classify-logs", help="classify job failure logs: the rules, then a learned fallback where none fires")
+    p = sub.add_parser("classify-logs",
+                       help="classify job failure logs: the rules, then a learned fallback where none fires")
     p.add_argument("logs_dir", nargs="?", default=str(paths.data_dir() / "failure_logs"))
     p.add_argument("--pattern", default="*.log")
     p.add_argument("--no-fallback", action="store_true",

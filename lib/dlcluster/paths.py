@@ -49,7 +49,8 @@ CACHE_DIR_ENV = "DLCLUSTER_CACHE_DIR"
 
 
 def cache_dir() -> Path:
-    """Where finished sweep cells and calibrations are cached: ``$DLCLUSTER_CACHE_DIR``, else ``reports/.sweep-cache``."""
+    """Where finished sweep cells and calibrations are cached:
+    ``$DLCLUSTER_CACHE_DIR``, else ``reports/.sweep-cache``."""
     env = os.environ.get(CACHE_DIR_ENV)
     if env:
         return Path(env).resolve()

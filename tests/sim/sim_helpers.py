@@ -32,7 +32,7 @@ def job(result, name) -> pd.Series:
 
 def attempts_of(result, name) -> list[tuple]:
     a = result.attempts[result.attempts["jobid"] == name]
-    return [(float(s), float(e), str(o)) for s, e, o in zip(a["start_s"], a["end_s"], a["outcome"])]
+    return [(float(s), float(e), str(o)) for s, e, o in zip(a["start_s"], a["end_s"], a["outcome"], strict=True)]
 
 
 def check_invariants(result, workload, topology) -> None:
@@ -53,7 +53,7 @@ def check_invariants(result, workload, topology) -> None:
     assert (per_attempt.reindex(pd.MultiIndex.from_frame(att[["jobid", "attempt"]])).to_numpy()
             == att["num_gpus"].to_numpy()).all()
     # never more GPUs than exist: each GPU exists and is held by one attempt at a time
-    cap = dict(zip(topology.server_names, topology.server_gpus))
+    cap = dict(zip(topology.server_names, topology.server_gpus, strict=True))
     assert (placements["gpu"] < placements["machine"].map(cap)).all()
     spans = placements.merge(att[["jobid", "attempt", "start_s", "end_s"]], on=["jobid", "attempt"])
     spans = spans[spans["end_s"] > spans["start_s"]].sort_values(["machine", "gpu", "start_s"])

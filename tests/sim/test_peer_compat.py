@@ -45,7 +45,8 @@ def test_peer_inputs_are_the_jobs_of_the_vcs_with_a_node_count(inputs):
 
 
 def test_peer_compatible_fifo_reproduces_helios_and_lucid(tmp_path, capsys):
-    assert dlcluster_main(["simulate", "--preset", "peer", "--policy", "fifo", "--no-progress", "--out", str(tmp_path)]) == 0
+    assert dlcluster_main(["simulate", "--preset", "peer", "--policy", "fifo", "--no-progress",
+                           "--out", str(tmp_path)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["mode"] == "peer-compatible" and summary["jobs"] == 82_229
     assert summary["status"] == {"Pass": 82_229}

@@ -75,7 +75,8 @@ def test_workloads_are_explained_by_help(capsys):
     args = parser.parse_args(["simulate"])
     assert args.workload == "calibrated"
     assert parser.parse_args(["simulate", "--workload", "pollux"]).workload == "pollux"
-    text = next(a for a in parser._subparsers._group_actions[0].choices["simulate"]._actions if a.dest == "workload").help
+    simulate = parser._subparsers._group_actions[0].choices["simulate"]
+    text = next(a for a in simulate._actions if a.dest == "workload").help
     assert "111,549" in text and "82,247" in text and "passed jobs only" in text
     assert set(WORKLOADS) == {"calibrated", "pollux"}
 

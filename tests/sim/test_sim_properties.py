@@ -142,7 +142,7 @@ def test_retry_policy_and_failure_model_validation():
     import pytest
     with pytest.raises(ValueError, match="max_retries"):
         RetryPolicy(max_retries=-1)
-    with pytest.raises(ValueError, match="rtf.median_s"):
+    with pytest.raises(ValueError, match=r"rtf\.median_s"):
         FailureModel.from_dict({"classes": {"x": {"category": "user", "probability": 0.1,
                                                   "rtf": {"dist": "lognormal", "sigma": 1}, "retryable": False}}})
     with pytest.raises(ValueError, match="category"):

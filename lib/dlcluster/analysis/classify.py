@@ -142,7 +142,8 @@ class RuleSet:
             regex, requires = (self._compile(entry, field, where) for field in ("pattern", "requires"))
             generic = entry.get("generic", False)
             if not isinstance(generic, bool):
-                raise ValueError(f"{where}: rule {entry['id']!r}: field 'generic' must be true or false, got {generic!r}")
+                raise ValueError(f"{where}: rule {entry['id']!r}: field 'generic' must be true or false, "
+                                 f"got {generic!r}")
             self.rules.append(Rule(entry["id"], entry["reason"], entry["pattern"], entry["source"], regex, requires,
                                    generic))
         self.generic_rules = {rule.id for rule in self.rules if rule.generic}
@@ -174,7 +175,8 @@ class RuleSet:
         return self.no_signature if key == NO_SIGNATURE else self.reasons[key]
 
     def classify(self, text: str) -> Match:
-        """The first rule (in file order) that matches any line of ``text`` (and whose ``requires``, if any, matches a line)."""
+        """The first rule (in file order) that matches any line of ``text``
+        (and whose ``requires``, if any, matches a line)."""
         lines = text.splitlines()
         for rule in self.rules:
             if rule.requires is not None and not any(rule.requires.search(line) for line in lines):
@@ -217,7 +219,7 @@ def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = Fallback
     if settings.with_corpus:
         index, logs = _corpus_logs(corpus_dir)
         known = (index["true_reason"] != NO_SIGNATURE).to_numpy()
-        texts += [text for text, keep in zip(logs, known) if keep]
+        texts += [text for text, keep in zip(logs, known, strict=True) if keep]
         reasons += list(index.loc[known, "true_reason"])
         ids += list(index.loc[known, "log_file"])
     return LearnedFallback(texts, reasons, ids, settings)
@@ -260,7 +262,7 @@ def classify_many(texts: list[str], rules: RuleSet | None = None, fallback: Fall
     if model is None:
         return matches
     asked = [i for i, m in enumerate(matches) if _asks_fallback(m, rules)]
-    for i, guess in zip(asked, model.guess_many([texts[i] for i in asked])):
+    for i, guess in zip(asked, model.guess_many([texts[i] for i in asked]), strict=True):
         m = matches[i]
         reason = _combined_reason(m.reason, True, guess, model.settings.threshold, model.settings.refine)
         r = rules.reason(reason)
@@ -317,7 +319,8 @@ def classify_dir(logs_dir: str | Path, rules: RuleSet | None = None, pattern: st
         raise FileNotFoundError(f"logs directory {logs_dir} does not exist")
     paths = [p for p in sorted(logs_dir.glob(pattern)) if p.is_file()]
     matches = classify_many([read_log(p) for p in paths], rules, fallback)
-    rows = [{"log_file": p.name, **{c: getattr(m, c) for c in RESULT_COLUMNS}} for p, m in zip(paths, matches)]
+    rows = [{"log_file": p.name, **{c: getattr(m, c) for c in RESULT_COLUMNS}}
+            for p, m in zip(paths, matches, strict=True)]
     return pd.DataFrame(rows, columns=["log_file", *RESULT_COLUMNS])
 
 
@@ -453,11 +456,12 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
         guesses = model.guess_many(list(held["text"]))
         rule_reasons, truth = by_rules[held.index], held["reason"]
         silent, refinable = rule_reasons == NO_SIGNATURE, generic[held.index]
-        model_right = int(sum(g.best == t for g, t in zip(guesses, truth)))
+        model_right = int(sum(g.best == t for g, t in zip(guesses, truth, strict=True)))
         for threshold in grid["threshold"]:
             for refine in grid.get("refine", [math.inf]):
                 predicted = pd.Series([_combined_reason(r, gen, g, threshold, refine)
-                                       for r, gen, g in zip(rule_reasons, refinable, guesses)], index=held.index)
+                                       for r, gen, g in zip(rule_reasons, refinable, guesses, strict=True)],
+                                      index=held.index)
                 right = predicted == truth
                 decided = silent & (predicted != NO_SIGNATURE)
                 refined = refinable & (predicted != rule_reasons)
@@ -494,15 +498,16 @@ def choose_fallback_settings(cv: pd.DataFrame, allowed: pd.Series | None = None,
     if per_setting.empty:
         raise ValueError("no allowed fallback setting to choose from")
     order = per_setting.assign(grid_order=range(len(per_setting))).sort_values(
-        ["accuracy", "model_accuracy", "threshold", "refine", "grid_order"], ascending=[False, False, False, False, True],
-        kind="stable")
+        ["accuracy", "model_accuracy", "threshold", "refine", "grid_order"],
+        ascending=[False, False, False, False, True], kind="stable")
     best = order.iloc[0]
     if incumbent is not None:
         held = order[(order["C"] == incumbent.C) & (order["with_corpus"] == incumbent.with_corpus)
                      & (order["threshold"] == incumbent.threshold) & (order["refine"] == incumbent.refine)]
         if not held.empty and best["correct"] - held.iloc[0]["correct"] < margin:
             return incumbent
-    return FallbackSettings(float(best["C"]), float(best["threshold"]), bool(best["with_corpus"]), float(best["refine"]))
+    return FallbackSettings(float(best["C"]), float(best["threshold"]), bool(best["with_corpus"]),
+                            float(best["refine"]))
 
 
 def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
@@ -527,7 +532,7 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
             for threshold in grid["threshold"]:
                 for refine in grid.get("refine", [math.inf]):
                     right = [_combined_reason(ruled[i].reason, True, g, threshold, refine) == truth[i]
-                             for i, g in zip(asked, guesses)]
+                             for i, g in zip(asked, guesses, strict=True)]
                     kept[(C, with_corpus, threshold, refine)] = rules_right and all(right)
     return pd.Series(kept, dtype=bool)
 
@@ -565,7 +570,8 @@ def load_second_labels(path: str | Path | None = None, messages: pd.DataFrame | 
     return pd.DataFrame(rows, columns=list(SECOND_LABEL_FIELDS))
 
 
-def annotator_agreement(messages: pd.DataFrame, second: pd.DataFrame, predicted: pd.Series | None = None) -> pd.DataFrame:
+def annotator_agreement(messages: pd.DataFrame, second: pd.DataFrame,
+                        predicted: pd.Series | None = None) -> pd.DataFrame:
     """Per split of the doubly labelled messages: how often two annotators agree (and Cohen's kappa), and, given
     ``predicted`` (the classifier's reason per message id), how often it matches each annotator, and the first
     annotator's label on the messages both annotators agree on (missing for a split ``predicted`` does not cover).

@@ -136,7 +136,7 @@ def measure_curve(values, seconds=None, direction: str = "lower",
 def _curves(curves: pd.DataFrame):
     """Yield (key dict, curve rows) per (source, job, metric), rows in epoch order."""
     for key, rows in curves.groupby(CURVE_KEY, sort=True):
-        yield dict(zip(CURVE_KEY, key)), rows.sort_values("epoch", kind="stable")
+        yield dict(zip(CURVE_KEY, key, strict=True)), rows.sort_values("epoch", kind="stable")
 
 
 def summarize_curves(curves: pd.DataFrame, tolerance: float = DEFAULT_TOLERANCE) -> pd.DataFrame:
@@ -244,7 +244,7 @@ def effectiveness_stats(summary: pd.DataFrame, by: list[str] | str, within_frac:
     for key, group in summary.groupby(by, sort=True):
         measured = group[group["best_epoch"].notna()]
         rows.append({
-            **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+            **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
             "curves": len(measured),
             "no_finite_value": len(group) - len(measured),
             "need_all_epochs_pct": 100 * measured["needs_all_epochs"].astype(bool).mean(),

@@ -252,7 +252,8 @@ def user_failure_summary(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         "users_with_failure": int((per_user["failed"] > 0).sum()),
         "users_with_repeated_failures": int((per_user["failed"] >= 2).sum()),
         "failures": total,
-        "top10pct_users_failure_share_pct": float(100 * per_user["failed"].iloc[:top].sum() / total) if total else np.nan,
+        "top10pct_users_failure_share_pct":
+            float(100 * per_user["failed"].iloc[:top].sum() / total) if total else np.nan,
     }
     return per_user.reset_index(), summary
 
@@ -340,7 +341,8 @@ def map_logs_to_trace(logs: pd.DataFrame, jobs: pd.DataFrame, attempts: pd.DataF
     out.loc[hit, "num_gpus"] = facts.loc[ids[hit], "num_gpus"].to_numpy()
     out.loc[hit, "rtf_s"] = facts.loc[ids[hit], "rtf_s"].to_numpy()
     out["size_bucket"] = pd.Series(pd.NA, index=out.index, dtype="object")
-    out.loc[hit, "size_bucket"] = size_bucket(pd.to_numeric(out.loc[hit, "num_gpus"]).astype("float64")).astype(str).to_numpy()
+    gpus = pd.to_numeric(out.loc[hit, "num_gpus"]).astype("float64")
+    out.loc[hit, "size_bucket"] = size_bucket(gpus).astype(str).to_numpy()
     note = f"mapped {int(hit.sum())} of {len(out)} logs to trace jobs by jobid"
     if not hit.any():
         note = f"not mapped: none of the {len(out)} logs' jobids is in the trace"

@@ -33,8 +33,9 @@ FALLBACK_RULE_ID = "fallback:learned"
 class FallbackSettings:
     """The fallback's model settings; the defaults were chosen by leave-one-split-out cross-validation
     over the labelled splits, among the settings that keep every corpus log right (data/failure_messages/README.md,
-    "Round 6: a regression fallback", "Round 7", "Round 8", "Round 9": re-chosen over the ten splits once heldout9 was
-    measured, since round 8's, trained on all 1,110 messages, guess a reason for a corpus log no reader can attribute)."""
+    "Round 6: a regression fallback", "Round 7", "Round 8", "Round 9": re-chosen over the ten splits once heldout9
+    was measured, since round 8's, trained on all 1,110 messages, guess a reason for a corpus log no reader can
+    attribute)."""
 
     C: float = 100.0  # inverse strength of the regressions' L2 penalty
     threshold: float = 0.5  # least probability of the best reason for a guess where no rule fires
@@ -81,7 +82,9 @@ class LearnedFallback:
         self._train_chars = self._chars(train)
 
     def _chars(self, features):
-        """The character n-gram block of the joined features; its rows are L2-normalised, so a dot product is a cosine."""
+        """The character n-gram block of the joined features.
+
+        Its rows are L2-normalised, so a dot product is a cosine."""
         return features[:, self._n_word_features:]
 
     @property

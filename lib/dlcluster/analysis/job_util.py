@@ -172,8 +172,8 @@ def attempt_gpu_spans(attempts: pd.DataFrame, placements: pd.DataFrame, drops: l
     spans = spans[~outside].sort_values(["machine", "gpu", "start_us", "order"], kind="stable")
     same_gpu = spans.groupby(["machine", "gpu"], sort=False)
     prior_end = same_gpu["end_us"].cummax().groupby([spans["machine"], spans["gpu"]], sort=False).shift()
-    drops.append(("attempts", "GPU-attempt spans overlapping an earlier span on the same GPU "
-                  "(samples go to the later start)", int((spans["start_us"] < prior_end).sum())))
+    drops.append(("attempts", ("GPU-attempt spans overlapping an earlier span on the same GPU "
+                   "(samples go to the later start)"), int((spans["start_us"] < prior_end).sum())))
     next_start = same_gpu["start_us"].shift(-1)
     has_next = next_start.notna().to_numpy()
     end = spans["end_us"].to_numpy(dtype=np.int64)

@@ -95,8 +95,9 @@ def placement_slowdowns(placements: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     single = means[means["num_servers"] == 1]
     baseline = single.set_index(["model", "num_gpus", "local_bsz"])["step_time"].rename("baseline_step_time")
     spread = means[means["num_servers"] > 1].join(baseline, on=["model", "num_gpus", "local_bsz"])
-    gpus_with_baseline = set(zip(single["model"], single["num_gpus"]))
-    no_size = ~pd.Series([(m, g) in gpus_with_baseline for m, g in zip(spread["model"], spread["num_gpus"])],
+    gpus_with_baseline = set(zip(single["model"], single["num_gpus"], strict=True))
+    no_size = ~pd.Series([(m, g) in gpus_with_baseline
+                          for m, g in zip(spread["model"], spread["num_gpus"], strict=True)],
                          index=spread.index, dtype=bool)
     no_batch = spread["baseline_step_time"].isna() & ~no_size
     dropped = pd.DataFrame({"reason": [

@@ -56,7 +56,7 @@ SIM_CAUSE_COLUMNS = {"fair_share": "delay_fair_share_s",
 def _quota_map(quotas) -> dict:
     if isinstance(quotas, pd.DataFrame):
         require_columns(quotas, ["vc", "gpus"], "quotas")
-        return dict(zip(quotas["vc"], quotas["gpus"].astype(float)))
+        return dict(zip(quotas["vc"], quotas["gpus"].astype(float), strict=True))
     return {k: float(v) for k, v in dict(quotas).items()}
 
 
@@ -197,11 +197,11 @@ def plot_causes(table: pd.DataFrame, ax, title: str = "") -> None:
     """Table 2 as stacked bars: each cause's share of the waiting time, per size bucket."""
     causes = [c for c in CAUSE_COLORS if f"{c}_share" in table.columns]
     left = np.zeros(len(table))
-    labels = [f"{b} GPU\n({n:,} waits)" for b, n in zip(table.index, table["waits"])]
+    labels = [f"{b} GPU\n({n:,} waits)" for b, n in zip(table.index, table["waits"], strict=True)]
     for cause in causes:
         share = table[f"{cause}_share"].fillna(0).to_numpy()
         ax.barh(labels, share, left=left, color=CAUSE_COLORS[cause], label=cause.replace("_", "-"))
-        for y, (x0, w) in enumerate(zip(left, share)):
+        for y, (x0, w) in enumerate(zip(left, share, strict=True)):
             if w >= 0.06:
                 ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", color="white", fontsize=8)
         left += share

@@ -170,7 +170,8 @@ def build_cluster_timeline(jobs: pd.DataFrame, attempts: pd.DataFrame, placement
     with_free = np.cumsum(with_free, axis=1)
 
     overcommitted = int(pd.Series(raw_free < 0).groupby(ev["machine"].to_numpy()).any().sum()) if len(ev) else 0
-    notes = pd.concat([notes, reason_counts({"servers overcommitted at some time (free GPUs clipped at 0)": overcommitted})])
+    overcommit_note = {"servers overcommitted at some time (free GPUs clipped at 0)": overcommitted}
+    notes = pd.concat([notes, reason_counts(overcommit_note)])
 
     rack_free = rack_size = None
     if racks is not None:

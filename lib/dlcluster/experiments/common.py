@@ -96,7 +96,7 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
     if racks is not None:
         if int(racks) != racks or not 1 <= racks <= topology.num_racks:
             raise ValueError(f"racks must be an integer in 1..{topology.num_racks} or None, got {racks!r}")
-        kept = {name for name, rack in zip(topology.server_names, topology.server_rack) if rack < racks}
+        kept = {name for name, rack in zip(topology.server_names, topology.server_rack, strict=True) if rack < racks}
         smaller = topology_from_machines(tr.machines[tr.machines["machine"].isin(kept)])
         quotas = {vc: int(round(q * smaller.total_gpus / topology.total_gpus)) for vc, q in quotas.items()}
         topology = smaller
@@ -136,7 +136,8 @@ class ValidatedReplay:
         return cls(**value)
 
     def calibration(self, trace: str, cache_dir=None):
-        """The cached calibration these experiments run on (:func:`dlcluster.validation.calibration.calibrated_params`)."""
+        """The cached calibration these experiments run on
+        (:func:`dlcluster.validation.calibration.calibrated_params`)."""
         from ..validation.calibration import calibrated_params
         return calibrated_params(trace, self.fit_days, self.vc_seed, None, self.calibration_trials,
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)
@@ -184,7 +185,8 @@ def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: 
                   occupancy_window=(begin, end), data_label=label,
                   options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s},
-                  measured=(submitted_s >= start_s) & (submitted_s < end_s), anchor_s=start_s + float(np.median(setup.latency_s)),
+                  measured=(submitted_s >= start_s) & (submitted_s < end_s),
+                  anchor_s=start_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary())
 
 
@@ -211,7 +213,7 @@ def resample_periods(workload: Workload, seed: int, block_days: float) -> Worklo
     offset = arrival[index] - start - block[index] * length
     optional = {name: None if getattr(workload, name) is None else getattr(workload, name)[index]
                 for name in ("fail_class", "converge_frac")}
-    return replace(workload, jobid=np.array([f"{j}~{k}" for j, k in zip(workload.jobid[index], position)],
+    return replace(workload, jobid=np.array([f"{j}~{k}" for j, k in zip(workload.jobid[index], position, strict=True)],
                                             dtype=object),
                    vc=workload.vc[index], user=workload.user[index], arrival_s=start + position * length + offset,
                    num_gpus=workload.num_gpus[index], service_s=workload.service_s[index], **optional,
@@ -386,8 +388,8 @@ def summarize(table: pd.DataFrame, by: list[str], metrics: list[str], method: st
         key = key if isinstance(key, tuple) else (key,)
         for metric in metrics:
             mean, low, high, n = seed_ci(group[metric], method=method)
-            rows.append({**dict(zip(by, key)), "metric": metric, "mean": mean, "ci_low": low, "ci_high": high,
-                         "n": n})
+            rows.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": mean, "ci_low": low,
+                         "ci_high": high, "n": n})
     return pd.DataFrame(rows, columns=[*by, "metric", "mean", "ci_low", "ci_high", "n"])
 
 
@@ -408,7 +410,7 @@ def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: li
         if relative:
             change = (change / matched).replace([np.inf, -np.inf], np.nan)
         mean, low, high, n = seed_ci(change, method=method)
-        rows.append({**dict(zip([*keys, arm], key)), "mean": mean, "ci_low": low, "ci_high": high, "n": n})
+        rows.append({**dict(zip([*keys, arm], key, strict=True)), "mean": mean, "ci_low": low, "ci_high": high, "n": n})
     return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n"])
 
 

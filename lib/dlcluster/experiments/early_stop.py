@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .common import paired_change, rows_of, summarize
-from .plots import LOAD_COLORS
+from .plots import load_colors
 
 
 def quality_lost(curve: pd.DataFrame, within_tol_epoch: int) -> float:
@@ -47,8 +47,8 @@ def early_stop_points(source: str, tolerance: float) -> pd.DataFrame:
     summary = summarize_curves(curves, tolerance)
     measured = summary[summary["within_tol_epoch"].notna()]
     by_key = dict(iter(curves.groupby(["source", "job", "metric"], sort=False)))
-    lost = [quality_lost(by_key[(r.source, r.job, r.metric)].sort_values("epoch", kind="stable"), int(r.within_tol_epoch))
-            for r in measured.itertuples()]
+    lost = [quality_lost(by_key[(r.source, r.job, r.metric)].sort_values("epoch", kind="stable"),
+                         int(r.within_tol_epoch)) for r in measured.itertuples()]
     out = pd.DataFrame({"job": measured["job"].to_numpy(), "time_fraction": measured["time_to_within_tol_frac"]
                         .to_numpy(float), "quality_lost": np.asarray(lost, dtype=float)})
     out.attrs["dropped"] = int(len(summary) - len(measured))
@@ -85,7 +85,8 @@ def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:
     """One sentence: GPU-hours saved and quality lost per tolerance, at ``main_load`` and the other loads."""
     main = savings[savings["load_label"] == main_load]
     listed = ", ".join(f"within {t:.1%}: {-100 * g:.1f}% of GPU-hours saved for a mean quality loss of {100 * q:.3f}%"
-                       for t, g, q in zip(main["tolerance"], main["gpu_hours_change"], main["quality_lost"]))
+                       for t, g, q in zip(main["tolerance"], main["gpu_hours_change"], main["quality_lost"],
+                                          strict=True))
     others = savings[savings["load_label"] != main_load]
     other_text = "; ".join(
         f"at {load}: " + ", ".join(f"{-100 * g:.1f}%" for g in rows["gpu_hours_change"])
@@ -99,14 +100,14 @@ def plot_early_stop(savings: pd.DataFrame, loads: list[str]):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for load, color in zip(loads, LOAD_COLORS):
+    for load, color in load_colors(loads).items():
         rows = savings[savings["load_label"] == load]
         q = np.maximum(100 * rows["quality_lost"].to_numpy(), 1e-4)  # a loss of 0 drawn at 0.0001%
-        for ax, column in zip(axes, ("gpu_hours_change", "jct_change")):
+        for ax, column in zip(axes, ("gpu_hours_change", "jct_change"), strict=True):
             y = -100 * rows[column].to_numpy()
             err = 100 * np.vstack([rows[f"{column}_ci_high"] - rows[column], rows[column] - rows[f"{column}_ci_low"]])
             ax.errorbar(q, y, yerr=np.nan_to_num(err), fmt="o-", color=color, capsize=3, label=load)
-            for xq, yy, t in zip(q, y, rows["tolerance"]):
+            for xq, yy, t in zip(q, y, rows["tolerance"], strict=True):
                 ax.annotate(f"{t:.1%}", (xq, yy), textcoords="offset points", xytext=(5, -10), fontsize=7,
                             color=color)
     axes[0].set_ylabel("GPU-hours saved (%)")

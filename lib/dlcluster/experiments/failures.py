@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
 from .common import cached_trace, format_seconds, paired_change, rows_of, summarize
-from .plots import LOAD_COLORS
+from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
                "adaptive": "class-aware retries", "prerun": "1-GPU pre-run + class-aware"}
@@ -102,7 +102,7 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
 
     models = list(dict.fromkeys(costs["failure_model"]))
     arms = [RETRY_NAMES[r] for r in ("philly", "adaptive", "prerun") if RETRY_NAMES[r] in set(costs["arm"])]
-    colors = dict(zip(loads, LOAD_COLORS))
+    colors = load_colors(loads)
     fig, axes = plt.subplots(len(models), 2, figsize=(12, 3.4 * len(models) + 0.8), squeeze=False)
     width = 0.8 / max(len(loads), 1)
     for r, model in enumerate(models):

@@ -178,7 +178,8 @@ def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibr
         return base + [resolve(float(f)) for f in extra.get(experiment, ())]
 
     relax = sorted({*map(float, spec.relax_after_s), float(default_relax_s)})
-    add("locality", loads("locality"), {"locality": ["strict", "any"]}, {"relax_after_s": None, "long_jobs": "as-others"})
+    add("locality", loads("locality"), {"locality": ["strict", "any"]},
+        {"relax_after_s": None, "long_jobs": "as-others"})
     add("locality", loads("locality"), {"relax_after_s": relax}, {"locality": "relax", "long_jobs": "as-others"})
     add("locality", loads("locality"), {"long_jobs": ["strict", "migrate"]},
         {"locality": "relax", "relax_after_s": float(default_relax_s)})
@@ -218,7 +219,8 @@ def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
                      f"{np.round(y, 3).tolist()} at load factors {x.tolist()}: widen calibration_loads")
 
 
-def simulation_options(cell: dict, workload: Workload, philly: dict | None = None) -> tuple[object, dict, Workload, dict]:
+def simulation_options(cell: dict, workload: Workload,
+                       philly: dict | None = None) -> tuple[object, dict, Workload, dict]:
     """Policy, simulator options, the workload (possibly with convergence points) and per-job extras.
 
     ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the validated replay's calibrated ones).
@@ -327,8 +329,8 @@ def with_arms(table: pd.DataFrame) -> pd.DataFrame:
               "policy": lambda r: POLICY_NAMES[r["policy"]], "failures": lambda r: RETRY_NAMES[r["retry"]],
               "calibrate": lambda r: "Philly"}
     out["arm"] = [labels[r["experiment"]](r) for _, r in out.iterrows()]
-    out["load_label"] = [load_label(s, f) for s, f in zip(out["load_setting"], out["load"])]
-    out["load_key"] = [load_key(s, f) for s, f in zip(out["load_setting"], out["load"])]
+    out["load_label"] = [load_label(s, f) for s, f in zip(out["load_setting"], out["load"], strict=True)]
+    out["load_key"] = [load_key(s, f) for s, f in zip(out["load_setting"], out["load"], strict=True)]
     return out
 
 

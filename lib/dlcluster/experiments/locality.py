@@ -66,7 +66,8 @@ def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_
         clauses.append(
             f"at {load} it {change_verb(q0, q1)} their mean queueing delay "
             f"({delay_change_text(q0, q1, paired_ci(part, default_arm, strict, 'queue_mean_s', relative=False))}), "
-            f"{change_verb(u0, u1)} the useful share of their GPU time ({u0:.0%} → {u1:.0%}) and {change_verb(j0, j1)} their "
+            f"{change_verb(u0, u1)} the useful share of their GPU time ({u0:.0%} → {u1:.0%}) "
+            f"and {change_verb(j0, j1)} their "
             f"mean JCT ({change_text(j0, j1, paired_ci(part, default_arm, strict, 'jct_mean_s'))})")
     best, value = best_arm(rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)], "jct_mean_s")
     tail = f"; the lowest mean JCT for them at {main_load} came with '{best}' ({format_seconds(value)})" \

@@ -10,6 +10,11 @@ from .common import METRIC_LABELS, TIME_METRICS
 LOAD_COLORS = ("#4C72B0", "#DD8452", "#C44E52", "#8172B2", "#55A868")
 
 
+def load_colors(loads) -> dict:
+    """A colour per load, in order; past five loads the palette repeats (no load is left undrawn)."""
+    return {load: LOAD_COLORS[i % len(LOAD_COLORS)] for i, load in enumerate(loads)}
+
+
 POLICY_COLORS = {"FIFO": "#8C8C8C", "Philly": "#4C72B0", "Tiresias 2D-LAS": "#55A868",
                  "Tiresias Gittins": "#DD8452", "SRTF (oracle bound)": "#C44E52"}
 

@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..codeversion import code_version, environment_version  # noqa: F401  (code_version: part of this module's API)
+from ..codeversion import code_version, environment_version
 from ..paths import cache_dir as default_cache_dir
 from ..report.progress import emit as emit_progress
 
@@ -79,7 +79,7 @@ def expand_grid(axes: Mapping[str, Sequence], fixed: Mapping | None = None) -> l
             raise ValueError(f"expand_grid: axis {name!r} must be a list of values, got {values!r}")
         if len(values) == 0:
             raise ValueError(f"expand_grid: axis {name!r} has no values")
-    cells = [{**fixed, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+    cells = [{**fixed, **dict(zip(axes, combo, strict=True))} for combo in itertools.product(*axes.values())]
     for cell in cells:
         _canonical(cell)
     return cells
@@ -168,9 +168,9 @@ def _run_dask(fn, pending, address):
             yield i, outcome
 
 
-def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path | None = None, *,
-              code_modules: Iterable[str] | None = None, out: str | Path | None = None,
-              n_jobs: int | None = None, scheduler_address: str | None = None,
+def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict],
+              cache_dir: str | Path | None = None, *, code_modules: Iterable[str] | None = None,
+              out: str | Path | None = None, n_jobs: int | None = None, scheduler_address: str | None = None,
               progress: bool = True) -> pd.DataFrame:
     """Run ``fn`` on every cell not yet cached; return all rows, with parameters, in cell order.
 
@@ -191,7 +191,7 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     version = code_version(list(code_modules or [fn.__module__, __name__])) + environment_version()
     keys = [cell_key(c, version) for c in cells]
     repeated = {k for k, n in Counter(keys).items() if n > 1}
-    duplicated = sorted({_canonical(c) for c, k in zip(cells, keys) if k in repeated})
+    duplicated = sorted({_canonical(c) for c, k in zip(cells, keys, strict=True) if k in repeated})
     if duplicated:
         raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -234,7 +234,7 @@ def _param_value(value):
 
 def _assemble(cells: list[dict], keys: list[str], paths: list[Path]) -> pd.DataFrame:
     parts = []
-    for i, (params, key, path) in enumerate(zip(cells, keys, paths)):
+    for i, (params, key, path) in enumerate(zip(cells, keys, paths, strict=True)):
         rows = pd.read_parquet(path)
         clash = sorted(set(rows.columns) & (set(params) | set(CELL_COLUMNS)))
         if clash:

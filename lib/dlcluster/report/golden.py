@@ -177,7 +177,7 @@ def format_table(table: pd.DataFrame) -> str:
     if table.empty:
         return ""
     diff = [f"{_float(b) - _float(a):+.3g}" if _float(a) is not None and _float(b) is not None else ""
-            for a, b in zip(table["golden"], table["new"])]
+            for a, b in zip(table["golden"], table["new"], strict=True)]
     shown = pd.DataFrame({"figure": table["notebook"] + ":" + table["key"], "golden": table["golden"].map(_cell),
                           "new": table["new"].map(_cell), "new - golden": diff, "tolerance": table["tolerance"],
                           "status": table["status"]})
@@ -198,6 +198,6 @@ def check(reports_dir: str | Path, golden_path: str | Path, rules_path: str | Pa
     if len(shown):
         lines += ["", format_table(shown)]
     if len(bad):
-        lines += ["", "FAILED: figures moved, went missing or are new. If the change is intended, run `make golden` "
-                      "and commit golden/ with the change that moved them (say why in the commit)."]
+        lines += ["", ("FAILED: figures moved, went missing or are new. If the change is intended, run `make golden` "
+                       "and commit golden/ with the change that moved them (say why in the commit).")]
     return bad.empty, "\n".join(lines)

@@ -37,7 +37,8 @@ from .reproduction import VERDICTS, counts, is_missing, write_scorecard
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
 PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
-            "PyYAML", "papermill", "nbclient", "nbconvert", "ipykernel", "dask", "distributed", "scikit-learn", "optuna")
+            "PyYAML", "papermill", "nbclient", "nbconvert", "ipykernel", "dask", "distributed", "scikit-learn",
+            "optuna")
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:72em;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}
 h1{font-size:1.6em} h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:.2em}

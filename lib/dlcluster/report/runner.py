@@ -188,8 +188,8 @@ def notebook_fingerprint(nb: Path, given: dict) -> str:
     The notebook file, its effective parameters (``output_dir`` aside), every
     file of the library (``failure_rules.yaml`` as well as the ``.py`` files:
     :func:`~dlcluster.codeversion.code_version`), the installed environment (package versions, numpy's SIMD
-    paths, the BLAS kernel: :func:`~dlcluster.codeversion.environment_version`), and the data: every file under ``data/`` but the full
-    trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
+    paths, the BLAS kernel: :func:`~dlcluster.codeversion.environment_version`), and the data: every file
+    under ``data/`` but the full trace (``data/raw``, ``data/philly``: only the latter's ``manifest.json``);
     for a ``trace`` that is a directory, each file's name, size and mtime.
     """
     digest = hashlib.sha256()

@@ -42,7 +42,8 @@ from .workload import (Workload, generate_workload, quotas_from_table, workload_
 
 __all__ = [
     "simulate", "Simulator", "SimResult", "public_inputs", "PublicInputs",
-    "Workload", "workload_from_jobs", "workload_from_trace", "workload_from_job_table", "generate_workload", "quotas_from_table",
+    "Workload", "workload_from_jobs", "workload_from_trace", "workload_from_job_table", "generate_workload",
+    "quotas_from_table",
     "Topology", "topology_from_machines", "topology_from_spec", "parse_spec", "DEFAULT_RACK_SIZE",
     "SchedulingPolicy", "FifoPolicy", "PhillyPolicy", "SjfPolicy", "LasPolicy", "GittinsPolicy", "SrtfPolicy",
     "POLICIES", "peer_compatible", "simulate_peer_compatible", "PeerInputs", "PeerResult",

@@ -192,7 +192,8 @@ def make_options(args) -> dict:
         try:
             policy_options["thresholds_gpu_s"] = tuple(float(t) for t in args.las_thresholds.split(","))
         except ValueError:
-            raise ValueError(f"--las-thresholds: expected numbers separated by commas, got {args.las_thresholds!r}")
+            raise ValueError("--las-thresholds: expected numbers separated by commas, "
+                             f"got {args.las_thresholds!r}") from None
     if args.failures == "none":
         failures = None
     elif args.failures == "default":
@@ -263,7 +264,8 @@ def calibrated_options(args, inputs: CalibratedInputs) -> dict:
     options = make_options(args)
     calibrated = dict(inputs.options)
     if args.no_lending:
-        calibrated = {"lending": False, "placement": calibrated.get("placement"), "slowdown": calibrated.get("slowdown")}
+        calibrated = {"lending": False, "placement": calibrated.get("placement"),
+                      "slowdown": calibrated.get("slowdown")}
     return {**options, **calibrated}
 
 

@@ -177,7 +177,7 @@ class Simulator:
         min_level = np.where(gpus <= c.max_cap, _SERVER, np.where(gpus <= c.max_rack_cap, _RACK, _ANYWHERE))
         self.jobs = [Job(i, a, g, s, t, v, m, f) for i, (a, g, s, t, v, m, f) in enumerate(zip(
             w.arrival_s.astype(float).tolist(), gpus.tolist(), w.service_s.astype(float).tolist(),
-            target.tolist(), self.job_vc.tolist(), min_level.tolist(), job_class.tolist()))]
+            target.tolist(), self.job_vc.tolist(), min_level.tolist(), job_class.tolist(), strict=True))]
         order = np.lexsort((np.arange(len(w)), w.arrival_s))
         self._arrival_times = w.arrival_s[order].astype(float).tolist()
         self._arrival_order = order.tolist()

@@ -60,7 +60,7 @@ class Migration:
             plan = self._destinations(cluster, s, [k for k, _ in moves])
             if plan is None:
                 continue
-            for (k, o), dest in zip(moves, plan):
+            for (k, o), dest in zip(moves, plan, strict=True):
                 sim.move(jobs[o], [(dest, k)], Locality.SERVER, now, self.cost_s)
             sim._start(job, [(s, g)], Locality.SERVER, now)
             return True

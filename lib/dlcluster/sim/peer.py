@@ -77,7 +77,7 @@ def peer_inputs(workload: Workload, vc_quotas: pd.DataFrame, window: tuple[str, 
     """Peer-compatible inputs from any workload: keep the jobs of VCs with a node count (and in ``window``)."""
     if vc_quotas is None or "nodes" not in vc_quotas.columns:
         raise ValueError("no vc_quotas table with a 'nodes' column (the Helios node counts)")
-    nodes = {str(v): int(n) for v, n in zip(vc_quotas["vc"], vc_quotas["nodes"])}
+    nodes = {str(v): int(n) for v, n in zip(vc_quotas["vc"], vc_quotas["nodes"], strict=True)}
     bad = {v: n for v, n in nodes.items() if n < 1}
     if bad:
         raise ValueError(f"vc_quotas: node counts must be >= 1, got {bad}")

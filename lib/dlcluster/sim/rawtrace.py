@@ -120,12 +120,13 @@ def _write_job_log(result: SimResult, path: Path) -> None:
     starts = pacific_wallclock(result.epoch, attempts["start_s"].to_numpy())
     ends = pacific_wallclock(result.epoch, attempts["end_s"].to_numpy())
     per_job: dict[str, list] = {}
-    for jobid, start, end, alloc in zip(attempts["jobid"], starts, ends, result.attempt_gpus):
+    for jobid, start, end, alloc in zip(attempts["jobid"], starts, ends, result.attempt_gpus, strict=True):
         detail = [{"ip": names[s], "gpus": [f"gpu{g}" for g in range(mask.bit_length()) if mask >> g & 1]}
                   for s, mask in alloc]
         per_job.setdefault(jobid, []).append({"start_time": start, "end_time": end, "detail": detail})
     records = []
-    for jobid, vc, user, status, sub in zip(jobs["jobid"], jobs["vc"], jobs["user"], jobs["status"], submitted):
+    for jobid, vc, user, status, sub in zip(jobs["jobid"], jobs["vc"], jobs["user"], jobs["status"], submitted,
+                                            strict=True):
         records.append({"status": "Killed" if status == "Rejected" else status, "vc": vc, "jobid": jobid,
                         "user": None if user is None or user is pd.NA else str(user), "submitted_time": sub,
                         "attempts": per_job.get(jobid, [])})
@@ -145,7 +146,7 @@ def _write_gpu_util(result: SimResult, path: Path, window_end: float, seed: int,
     rack_of = topo.server_rack
     levels = np.array([base[j] * speed([mask.bit_count() for _, mask in alloc],
                                        len({rack_of[s] for s, _ in alloc}), 0)
-                       for j, alloc in zip(job_pos, result.attempt_gpus)])
+                       for j, alloc in zip(job_pos, result.attempt_gpus, strict=True)])
     start = result.attempts["start_s"].to_numpy()
     end = result.attempts["end_s"].to_numpy()
     absent = np.arange(GPU_SLOTS)[None, :] >= np.asarray(topo.server_gpus)[:, None]

@@ -52,11 +52,12 @@ class SimResult:
         ran = self.jobs[self.jobs["status"] != "Rejected"]
         causes = [f"delay_{name}_s" for name in CAUSE_NAMES]
         grouped = ran.groupby(size_bucket(ran["num_gpus"]), observed=False)
-        table = pd.DataFrame({"jobs": grouped.size(), "jobs_waited": grouped["wait_s"].apply(lambda w: int((w > 0).sum())),
+        table = pd.DataFrame({"jobs": grouped.size(),
+                              "jobs_waited": grouped["wait_s"].apply(lambda w: int((w > 0).sum())),
                               "mean_wait_s": grouped["wait_s"].mean()})
         totals = grouped[causes].sum()
         waited = totals.sum(axis=1).replace(0.0, np.nan)
-        for name, column in zip(CAUSE_NAMES, causes):
+        for name, column in zip(CAUSE_NAMES, causes, strict=True):
             table[f"{name}_share"] = totals[column] / waited
         table["paper_fragmentation_share"] = table["fragmentation_share"] + table["backoff_share"]
         return table.reindex(list(SIZE_BUCKETS)).rename_axis("size")
@@ -66,7 +67,7 @@ class SimResult:
         names = self.topology.server_names
         rows = []
         for (jobid, attempt), alloc in zip(self.attempts[["jobid", "attempt"]].itertuples(index=False),
-                                           self.attempt_gpus):
+                                           self.attempt_gpus, strict=True):
             for s, mask in alloc:
                 rows.extend((jobid, attempt, names[s], g) for g in range(mask.bit_length()) if mask >> g & 1)
         return pd.DataFrame(rows, columns=["jobid", "attempt", "machine", "gpu"])
@@ -76,7 +77,7 @@ class SimResult:
         w, jobs = sim.workload, sim.jobs
         n = len(jobs)
         log = sim.attempt_log
-        columns = list(zip(*log)) if log else [()] * 9
+        columns = list(zip(*log, strict=True)) if log else [()] * 9
         job_of, start, end, outcome, alloc, level, prerun, gpus, racks = columns
         job_of = np.asarray(job_of, dtype=np.int64)
         start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
@@ -112,7 +113,7 @@ class SimResult:
         rows = [(j.status, np.nan if j.first_start is None else j.first_start, j.end_time, *j.delay,
                  j.num_attempts, j.failures, j.preemptions, j.migrations, j.early_stopped) for j in jobs]
         (status, first_start, job_end, d_fair, d_frag, d_back, n_att, n_fail, n_pre, n_mig,
-         early) = (np.asarray(c) for c in zip(*rows))
+         early) = (np.asarray(c) for c in zip(*rows, strict=True))
         first_start, job_end = first_start.astype(float), job_end.astype(float)
         arrival = w.arrival_s.astype(float)
         delay = np.stack([d_fair, d_frag, d_back], axis=1).astype(float)

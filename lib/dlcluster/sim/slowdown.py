@@ -112,7 +112,8 @@ def default_slowdown_model(learning_curves_dir: str | None = None) -> SlowdownMo
         cross_server=spread, cross_rack=spread, **NO_INTERFERENCE,
         provenance={
             "spread": "median over six models of the median one-server / multi-server step time, same GPUs and "
-                      "per-GPU batch (learning_curves/*/placements.csv, Pollux artifact); within and across racks alike",
+                      "per-GPU batch (learning_curves/*/placements.csv, Pollux artifact); "
+                      "within and across racks alike",
             "spread_per_model": per_model,
             "colocated": "none: no real data here measure interference (an experiment passes its assumed factors)",
         })

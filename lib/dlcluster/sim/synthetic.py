@@ -160,7 +160,7 @@ def _gpu_spans(result, machines: pd.DataFrame, rng) -> pd.DataFrame:
             for gpu in range(mask.bit_length()):
                 if mask >> gpu & 1:
                     rows.append((a, server_index[server], gpu))
-    attempt, machine, gpu = (np.array(c, dtype=np.int64) for c in zip(*rows)) if rows else ([],) * 3
+    attempt, machine, gpu = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)) if rows else ([],) * 3
     # whole seconds, as the job log writes them: a GPU is held in minute m iff start <= m < end
     start = np.round(result.attempts["start_s"].to_numpy(dtype=float)[attempt])
     end = np.round(result.attempts["end_s"].to_numpy(dtype=float)[attempt])
@@ -175,7 +175,8 @@ def _defect_positions(rows: int, per_kind: int, rng) -> dict[str, dict[int, str]
     for file in UTIL_HEADERS:
         picks = np.sort(rng.choice(rows, size=min(rows, per_kind * len(DEFECTS)), replace=False), kind="stable")
         kinds = [k for k in DEFECTS for _ in range(per_kind)]
-        out[file] = {int(row): kind for row, kind in zip(picks, rng.permutation(kinds))}
+        # fewer rows than defects: the rows take the first kinds of the shuffle
+        out[file] = {int(row): kind for row, kind in zip(picks, rng.permutation(kinds)[:len(picks)], strict=True)}
     return out
 
 

@@ -69,7 +69,7 @@ class Topology:
 
     def rack_gpus(self) -> list[int]:
         totals = [0] * self.num_racks
-        for g, r in zip(self.server_gpus, self.server_rack):
+        for g, r in zip(self.server_gpus, self.server_rack, strict=True):
             totals[r] += g
         return totals
 

@@ -181,7 +181,7 @@ def quotas_from_table(vc_quotas: pd.DataFrame) -> dict[str, int]:
     gpus = pd.to_numeric(vc_quotas["gpus"], errors="coerce")
     if gpus.isna().any() or (gpus < 0).any():
         raise ValueError("vc_quotas table: column 'gpus' must hold non-negative numbers")
-    return {str(v): int(g) for v, g in zip(vc_quotas["vc"], gpus)}
+    return {str(v): int(g) for v, g in zip(vc_quotas["vc"], gpus, strict=True)}
 
 
 # The generator's defaults are rounded from the 82,247 public Philly jobs
@@ -218,7 +218,7 @@ def generate_workload(num_jobs: int, *, seed: int = 0, mean_interarrival_s: floa
     user_index = rng.integers(0, users_per_vc, size=num_jobs)
     return Workload(jobid=np.array([f"gen-{i:06d}" for i in range(num_jobs)], dtype=object),
                     vc=np.array(vcs, dtype=object)[vc_index],
-                    user=np.array([f"{vcs[v]}-u{u}" for v, u in zip(vc_index, user_index)], dtype=object),
+                    user=np.array([f"{vcs[v]}-u{u}" for v, u in zip(vc_index, user_index, strict=True)], dtype=object),
                     arrival_s=arrival, num_gpus=gpus, service_s=service, epoch=pd.Timestamp(epoch, tz="UTC"),
                     source=f"generated(seed={seed})")
 

@@ -24,28 +24,32 @@ import pandas as pd
 
 from .. import paths
 from .quality import QualityReport, TraceFormatError
-from .schema import (ATTEMPTS_COLUMNS, GPU_UTIL_COLUMNS, HOST_UTIL_COLUMNS, JOBS_COLUMNS,
-                     MACHINES_COLUMNS, PLACEMENTS_COLUMNS, SIZE_BUCKETS, BUCKET_KEYS, size_bucket)
+from .schema import BUCKET_KEYS, SIZE_BUCKETS, size_bucket
 
-__all__ = ["Trace", "load_trace", "trace_fingerprint", "QualityReport", "TraceFormatError", "SIZE_BUCKETS", "BUCKET_KEYS", "size_bucket",
-           "SOURCES"]
+__all__ = ["Trace", "load_trace", "trace_fingerprint", "QualityReport", "TraceFormatError", "SIZE_BUCKETS",
+           "BUCKET_KEYS", "size_bucket", "SOURCES"]
 
 # What each source is and which questions it can answer; notebooks print this.
 SOURCES = {
     "pollux": {
-        "description": "82,247 real Philly jobs: submit time, duration, GPUs, VC (Pollux artifact, petuum/adaptdl c793c708)",
+        "description": ("82,247 real Philly jobs: submit time, duration, GPUs, VC "
+                        "(Pollux artifact, petuum/adaptdl c793c708)"),
         "answers": "arrivals, job sizes, run times and GPU time per VC; the workload the simulator replays",
         "lacks": "job id, user, status, start time, attempts, placement",
         "label": "real (Pollux-derived Philly jobs)",
     },
     "dre": {
-        "description": "5,910 complete real job records with placement and per-minute GPU/CPU/memory samples around the start (weifanjiang/DRE 8168f186)",
-        "answers": "queueing delay, run time, placement locality, status (Pass/Failed), users, utilization just after start",
-        "lacks": "killed jobs, single-GPU jobs, multi-attempt jobs (selected by its authors), utilization beyond 3 minutes",
+        "description": ("5,910 complete real job records with placement and per-minute GPU/CPU/memory samples "
+                        "around the start (weifanjiang/DRE 8168f186)"),
+        "answers": ("queueing delay, run time, placement locality, status (Pass/Failed), users, "
+                    "utilization just after start"),
+        "lacks": ("killed jobs, single-GPU jobs, multi-attempt jobs (selected by its authors), "
+                  "utilization beyond 3 minutes"),
         "label": "real (DRE complete job records)",
     },
     "rfold": {
-        "description": "111,549 real Philly jobs: arrival offset, GPUs, duration (RFold artifact, shuoshuc/RFold WorkloadGen/data/philly_trace.csv); table rfold_jobs",
+        "description": ("111,549 real Philly jobs: arrival offset, GPUs, duration "
+                        "(RFold artifact, shuoshuc/RFold WorkloadGen/data/philly_trace.csv); table rfold_jobs"),
         "answers": "arrivals, job sizes and durations of a larger job set (about 3.7x Pollux's GPU-seconds)",
         "lacks": "calendar time (offsets only), VC, user, status, attempts, placement; how duration was derived",
         "label": "real (RFold-derived Philly jobs)",

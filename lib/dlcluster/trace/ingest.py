@@ -181,7 +181,7 @@ def _stage_job_log(raw_dir: Path, out_dir: Path, staging: Path, fingerprint: dic
         return _report(journal["quality"])
     quality = QualityReport()
     tables = read_job_log(raw_dir / JOB_LOG, quality, source=raw_dir.name)   # as load_trace(raw_dir) does
-    for name, table in zip(JOB_TABLES, tables):
+    for name, table in zip(JOB_TABLES, tables, strict=True):
         _write_parquet(table, out_dir / f"{name}.parquet")
     _write_journal(journal_path, {"raw": fingerprint, "quality": _snapshot(quality)})
     return quality

@@ -139,7 +139,7 @@ def parse_job_records(records, file: str, quality: QualityReport, source: str):
     attempts = attempts.assign(start=start.array, end=end.array, running=running.to_numpy())
 
     def flag_attempts(reason: str, mask: np.ndarray) -> None:
-        where = zip(attempts.loc[mask, "jobid"], attempts.loc[mask, "attempt"])
+        where = zip(attempts.loc[mask, "jobid"], attempts.loc[mask, "attempt"], strict=True)
         quality.flag_many(file, reason, int(mask.sum()), (f"job {jid} attempt {k}" for jid, k in where))
 
     flag_attempts(f"attempt start_time or end_time outside the trace period {TRACE_PERIOD} (kept)",

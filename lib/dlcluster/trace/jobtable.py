@@ -213,7 +213,8 @@ def load_job_table(path: str | Path, columns: dict | str | Path | None = None, o
     try:
         origin = pd.Timestamp(origin if origin is not None else UNIX_EPOCH)
     except ValueError:
-        raise ValueError(f"origin {origin!r}: expected a timestamp like 2020-04-01 or 2020-04-01T08:00:00+08:00")
+        raise ValueError(f"origin {origin!r}: expected a timestamp like 2020-04-01 "
+                         "or 2020-04-01T08:00:00+08:00") from None
     origin = origin.tz_localize("UTC") if origin.tzinfo is None else origin.tz_convert("UTC")
     timezone = timezone or "UTC"
     try:

@@ -68,7 +68,8 @@ def read_reconstructed_machine_list(path: str | Path, quality: QualityReport, fi
     file = file or Path(path).name
     raw = _read_list(path, file)
     if "machineId" not in raw or "number of GPUs" not in raw:
-        raise TraceFormatError(f"{file}: line 1: expected columns 'machineId' and 'number of GPUs', got {list(raw.columns)}")
+        raise TraceFormatError(f"{file}: line 1: expected columns 'machineId' and 'number of GPUs', "
+                               f"got {list(raw.columns)}")
     quality.read(file, len(raw))
     gpus = pd.to_numeric(raw["number of GPUs"], errors="coerce")
     bad = gpus.isna() | (gpus < 0) | (raw["machineId"].str.strip() == "") | raw["machineId"].duplicated()

@@ -296,7 +296,8 @@ def read_vc_quotas(path: Path, quality: QualityReport) -> pd.DataFrame:
 def read_occupancy(path: Path, quality: QualityReport) -> pd.DataFrame:
     raw = pd.read_csv(path, dtype=str)
     if list(raw.columns) != ["time", "active", "total"]:
-        raise TraceFormatError(f"{path.name}: line 1: expected header ['time', 'active', 'total'], got {list(raw.columns)}")
+        raise TraceFormatError(f"{path.name}: line 1: expected header ['time', 'active', 'total'], "
+                               f"got {list(raw.columns)}")
     quality.read(path.name, len(raw))
     time, bad_time, ambiguous = parse_naive_local(raw["time"])
     active = pd.to_numeric(raw["active"], errors="coerce")

@@ -56,7 +56,7 @@ def write_machine_list(path: str | Path, names, gpus, gpu_mem) -> None:
     """One row per machine: name, number of GPUs, memory of one GPU (e.g. ``12GB``)."""
     with open(path, "w") as fh:
         fh.write(MACHINE_LIST_HEADER + "\n")
-        for name, count, mem in zip(names, gpus, gpu_mem):
+        for name, count, mem in zip(names, gpus, gpu_mem, strict=True):
             fh.write(f"{name},{count}, {mem}\n")
 
 

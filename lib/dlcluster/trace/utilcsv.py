@@ -219,7 +219,7 @@ def _parse_lines(block: RawBlock, layout: UtilLayout, file: str, quality: Qualit
     _quarantine(quality, file, EMPTY_LINE, lines[empty])
     _quarantine(quality, file, STRAY_CR, lines[stray_cr])
     expected = len(layout.names)
-    for line, got in zip(lines[wrong][:5], fields[wrong][:5]):
+    for line, got in zip(lines[wrong][:5], fields[wrong][:5], strict=True):
         quality.quarantine(file, BAD_FIELDS, n=0, where=f"line {line}: expected {expected} fields, got {got}")
     quality.quarantine(file, BAD_FIELDS, n=int(wrong.sum()))
     good = ~empty & ~stray_cr & ~wrong
@@ -384,7 +384,7 @@ def _flag_implausible(out: pa.Table, kind: str, lines: np.ndarray, file: str, qu
         outside = pc.or_(pc.less(value, 0.0), pc.greater(value, 100.0))
         cells += pc.fill_null(outside, False).to_numpy(zero_copy_only=False)
     quality.flag_many(file, OUT_OF_RANGE[kind], int(cells.sum()),
-                      (f"line {line}" for line, n in zip(lines, cells) for _ in range(n)))
+                      (f"line {line}" for line, n in zip(lines, cells, strict=True) for _ in range(n)))
     time = out.column("time")
     early = pc.less(time, pa.scalar(EARLIEST_PLAUSIBLE_TIME, TIME_TYPE))
     late = pc.greater_equal(time, pa.scalar(LATEST_PLAUSIBLE_TIME, TIME_TYPE))

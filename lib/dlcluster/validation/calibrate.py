@@ -74,7 +74,8 @@ class ReplayParams:
         if self.latency_mixture:
             latency = "mixture (" + ", ".join(
                 f"{row[0]}: ~{row[2]:.0f}s" if row[1] >= 1 else
-                f"{row[0]}: {row[1]:.0%} at ~{row[2]:.0f}s, else ~{row[4]:.0f}s" if row[1] else f"{row[0]}: ~{row[4]:.0f}s"
+                f"{row[0]}: {row[1]:.0%} at ~{row[2]:.0f}s, else ~{row[4]:.0f}s" if row[1] else
+                f"{row[0]}: ~{row[4]:.0f}s"
                 for row in self.latency_mixture) + ")"
         else:
             latency = f"{self.latency_s:g}s (spread {self.latency_spread:g})"
@@ -194,7 +195,8 @@ def fit_overhead_latency(real_waits: pd.DataFrame, span: tuple, cut_s: float = O
     for bucket, group in groups:
         x = np.log(np.maximum(group["first_wait_s"].to_numpy(float), 1.0))
         if len(x) < min_records:
-            raise ValueError(f"fit_overhead_latency: {len(x)} real waits <= {cut_s:g} s in the span, need {min_records}")
+            raise ValueError(f"fit_overhead_latency: {len(x)} real waits <= {cut_s:g} s in the span, "
+                             f"need {min_records}")
         rows.append((bucket, 1.0, round(float(np.exp(np.median(x))), 6), round(float(x.std()), 6), 0.0, 0.0))
     return tuple(rows)
 
@@ -620,7 +622,8 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
     return out
 
 
-def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None, fit_span: tuple | None = None) -> dict:
+def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None,
+                      fit_span: tuple | None = None) -> dict:
     """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's).
 
     Reclaim, the cap, locality, quotas and the latency; with ``real_waits`` and
@@ -693,12 +696,15 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
         moves.append(("reclaim_after_s", "on after 300 s", replace(best, reclaim_after_s=300.0)))
     if best.max_capacity_factor is not None:
         f = best.max_capacity_factor
-        moves.append(("max_capacity_factor", "halfway to the quota", replace(best, max_capacity_factor=1 + (f - 1) / 2)))
-        moves.append(("max_capacity_factor", "twice as far from it", replace(best, max_capacity_factor=1 + (f - 1) * 2)))
+        moves.append(("max_capacity_factor", "halfway to the quota",
+                      replace(best, max_capacity_factor=1 + (f - 1) / 2)))
+        moves.append(("max_capacity_factor", "twice as far from it",
+                      replace(best, max_capacity_factor=1 + (f - 1) * 2)))
         moves.append(("max_capacity_factor", "unlimited", replace(best, max_capacity_factor=None)))
     else:
         moves.append(("max_capacity_factor", "2x quota", replace(best, max_capacity_factor=2.0)))
-    flips = {"locality": {"relax": "any", "any": "relax"}, "placement": {"most_free": "best_fit", "best_fit": "most_free"},
+    flips = {"locality": {"relax": "any", "any": "relax"},
+             "placement": {"most_free": "best_fit", "best_fit": "most_free"},
              "rack_size": {16: 32, 32: 16}, "unknown_vc_quota": {"none": "demand", "demand": "none"}}
     for name, other in flips.items():
         value = other.get(getattr(best, name))

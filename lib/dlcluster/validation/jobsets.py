@@ -142,7 +142,8 @@ def match_nearest(left_utc, left_gpus, right_utc, right_gpus, tolerance_s: float
                          "gpus": np.asarray(left_gpus, dtype=np.int64), "pos": np.arange(len(left_gpus))})
     right = pd.DataFrame({"t": pd.to_datetime(pd.Series(right_utc)).to_numpy(),
                           "gpus": np.asarray(right_gpus, dtype=np.int64), "match": np.arange(len(right_gpus))})
-    merged = pd.merge_asof(left.sort_values(["t", "pos"], kind="stable"), right.sort_values(["t", "match"], kind="stable"), on="t", by="gpus",
+    merged = pd.merge_asof(left.sort_values(["t", "pos"], kind="stable"),
+                           right.sort_values(["t", "match"], kind="stable"), on="t", by="gpus",
                            tolerance=pd.Timedelta(seconds=tolerance_s), direction="nearest")
     out = np.full(len(left), -1, dtype=np.int64)
     found = merged["match"].notna()

@@ -44,7 +44,8 @@ def complete_log_comparison(workload: Workload, vc_quotas: pd.DataFrame,
     table = pd.DataFrame(index=list(helios.index))
     for policy in policies:
         jobs = simulate_peer_compatible(inputs, policy).jobs
-        per_vc = jobs.groupby("vc").agg(jobs=("jct_s", "size"), jct=("jct_s", "mean"), queue=("queueing_delay_s", "mean"))
+        per_vc = jobs.groupby("vc").agg(jobs=("jct_s", "size"), jct=("jct_s", "mean"),
+                                        queue=("queueing_delay_s", "mean"))
         per_vc.loc["all"] = [len(jobs), jobs["jct_s"].mean(), jobs["queueing_delay_s"].mean()]
         table["jobs"] = per_vc["jobs"]
         table[f"ours_{policy}_jct_s"] = per_vc["jct"]

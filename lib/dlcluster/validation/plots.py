@@ -36,7 +36,7 @@ def plot_occupancy(simulated: pd.Series, real: pd.Series, spans: dict, ax) -> No
 
 def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.0) -> None:
     """Per VC: CDF of the real first-attempt wait and of the same jobs' wait in the replay (SIMULATED), with KS."""
-    for ax, vc in zip(np.ravel(axes), vcs):
+    for ax, vc in zip(np.ravel(axes)[:len(vcs)], vcs, strict=True):  # spare panels of the grid: the caller's
         part = pairs[pairs["vc"] == vc]
         plot_cdf(ax, np.maximum(part["real_s"].to_numpy(float), floor_s), label="real (DRE records)", color="black")
         plot_cdf(ax, np.maximum(part["simulated_s"].to_numpy(float), floor_s), label="SIMULATED replay",
@@ -50,9 +50,10 @@ def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.
 
 
 def plot_latency_fit(real_waits: pd.DataFrame, spans: dict, mixture: tuple, axes, floor_s: float = 1.0) -> None:
-    """Per size bucket: real first-attempt waits in the fit and held-out spans beside the latency model fitted on the fit span."""
+    """Per size bucket: real first-attempt waits in the fit and held-out spans
+    beside the latency model fitted on the fit span."""
     seconds = np.logspace(0, 6.5, 400)
-    for ax, bucket in zip(np.ravel(axes), DELAY_BUCKETS):
+    for ax, bucket in zip(np.ravel(axes), DELAY_BUCKETS, strict=True):
         for name, style in (("fit", {"color": "black"}), ("held_out", {"color": "0.55", "ls": "--"})):
             part = in_span(real_waits[real_waits["bucket"] == bucket], spans[name])
             plot_cdf(ax, np.maximum(part["first_wait_s"].to_numpy(float), floor_s),

@@ -38,7 +38,7 @@ class Replay:
     @property
     def racks(self) -> dict:
         """Server -> rack of the simulated cluster (for the 'rack' locality rule)."""
-        return dict(zip(self.topology.server_names, self.topology.server_rack))
+        return dict(zip(self.topology.server_names, self.topology.server_rack, strict=True))
 
 
 def replay_public_workload(trace, max_jobs: int | None = None, start: pd.Timestamp | None = None,
@@ -61,7 +61,8 @@ def replay_public_workload(trace, max_jobs: int | None = None, start: pd.Timesta
     if racks is not None:
         if not 1 <= int(racks) <= topology.num_racks:
             raise ValueError(f"racks must be in 1..{topology.num_racks}, got {racks!r}")
-        kept = {name for name, rack in zip(topology.server_names, topology.server_rack) if rack < int(racks)}
+        kept = {name for name, rack in zip(topology.server_names, topology.server_rack, strict=True)
+                if rack < int(racks)}
         smaller = topology_from_machines(trace.machines[trace.machines["machine"].isin(kept)])
         quotas = {vc: int(round(q * smaller.total_gpus / topology.total_gpus)) for vc, q in quotas.items()}
         topology = smaller

@@ -223,7 +223,8 @@ def workload_from_job_log(trace) -> tuple[Workload, dict]:
                        "excluded": excluded, "source": f"job log ({trace.name})"}), excluded
 
 
-def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame, tolerance_s: float = 60.0) -> tuple[pd.DataFrame, dict]:
+def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame,
+                    tolerance_s: float = 60.0) -> tuple[pd.DataFrame, dict]:
     """The DRE records' first-attempt queueing delay, by the official definition (first start - submit).
 
     DRE keeps only the *last* attempt's start, so its recorded wait includes the

@@ -453,7 +453,8 @@ def read_results(path: str | Path) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlcluster.sources.colocation.benchmark", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dlcluster.sources.colocation.benchmark",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--model", choices=["tiny", "resnet50"], default="resnet50")
     parser.add_argument("--configs", default="alone,dataparallel,colocated_server,colocated_gpu",

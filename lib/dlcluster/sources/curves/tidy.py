@@ -165,7 +165,7 @@ def sample_jobs(loaded: LoadedCurves, max_jobs: int | None, seed: int) -> Loaded
         names = np.array(sorted(jobs.unique()))
         chosen = names if len(names) <= max_jobs else rng.choice(names, size=max_jobs, replace=False)
         keep |= {(source, job) for job in chosen}
-    pairs = pd.Series(list(zip(loaded.curves["source"], loaded.curves["job"])), index=loaded.curves.index)
+    pairs = pd.Series(list(zip(loaded.curves["source"], loaded.curves["job"], strict=True)), index=loaded.curves.index)
     return without_curves(loaded, ~pairs.isin(keep), f"job not among the {max_jobs} sampled (max_runs)")
 
 
