@@ -12,6 +12,9 @@ point masses, utilizations with masses at 0 and 100 %, curves that overlap or co
   log axes, in utilization points on the linear ones.
 
 The known CDFs are synthetic by design: they are the measuring instrument's test, never data.
+
+:func:`real_figure_agreement` redraws each real figure from its digitized points and sets the pixels beside the
+original's: a check on the real figures themselves, where no truth is known.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import ndimage
 
 from .curves import column_slack
-from .digitize import digitize_cdf_figure
+from .digitize import Digitized, classify_ink, digitize_cdf_figure
 from .figures import BUCKET_SERIES, GPU_SERIES, FigureSpec, Series, figure_specs
+from .pixels import composite_on_white, find_frame, find_legend, fit_axes
 from .render import official_cdf, render_cdfs
 
 
@@ -180,3 +185,79 @@ def round_trip(seed: int = 0, count: int = 12) -> RoundTrip:
         errors = point_errors(digitized.points, curves, spec.x_scale == "log")
         frames.append(errors.assign(known_figure=i, axis=spec.x_scale))
     return RoundTrip(pd.concat(frames, ignore_index=True), count)
+
+
+# --------------------------------------------------------------------------- a real figure redrawn from its points
+
+
+def _title(spec: FigureSpec) -> str | None:
+    if spec.figure == 3:
+        return f"VC {spec.panel}"
+    if spec.figure == 5:
+        return spec.panel.capitalize()
+    return None
+
+
+def redraw(digitized: Digitized, x_factor: float = 1.0) -> np.ndarray:
+    """The figure drawn again, in the official style, from its digitized points (every row, hidden ones too; a
+    steep column as its two ends). ``x_factor`` multiplies every x (on a linear axis: shifts by
+    ``x_factor - 1`` times 100 points): a deliberately wrong redraw, to show the comparison catches it."""
+    spec = digitized.spec
+    curves = []
+    for series in digitized.series:
+        part = digitized.points[digitized.points["series"] == series.name].sort_values("x", kind="stable")
+        x = np.repeat(part["x"].to_numpy(), 2)
+        p = np.column_stack([part["cdf_low"], part["cdf_high"]]).ravel()
+        x = x * x_factor if spec.x_scale == "log" else x + (x_factor - 1.0) * 100.0
+        curves.append((x, p, series))
+    return render_cdfs(curves, spec, title=_title(spec), grid=spec.figure != 7)
+
+
+def _frame_crop(rgb: np.ndarray, spec: FigureSpec) -> tuple[np.ndarray, tuple]:
+    frame = find_frame(rgb, spec.file)
+    return rgb[frame.top + 2:frame.bottom - 1, frame.left + 2:frame.right - 1], frame
+
+
+def pixel_agreement(original: np.ndarray, redrawn: np.ndarray, spec: FigureSpec, series) -> pd.DataFrame:
+    """Per line colour: the share of the original's ink with redrawn ink within one pixel (``recall``), and of
+    the redrawn ink with original ink within one pixel (``precision``), inside the axes and off the legend
+    (the two images are aligned on their axes frames)."""
+    a, frame_a = _frame_crop(original, spec)
+    b, frame_b = _frame_crop(redrawn, spec)
+    h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+    a, b = a[:h, :w], b[:h, :w]
+    keep = np.ones((h, w), dtype=bool)
+    legend = find_legend(original, fit_axes(original, frame_a, spec.x_ticks, spec.y_ticks, spec.x_scale == "log"),
+                         spec.legend)
+    if legend is not None:
+        lt, lb, ll, lr = legend
+        keep[max(lt - frame_a.top - 4, 0):lb - frame_a.top, max(ll - frame_a.left - 4, 0):lr - frame_a.left] = False
+    colors = list(dict.fromkeys(s.color for s in series))
+    owner_a, cov_a = classify_ink(a, colors)
+    owner_b, cov_b = classify_ink(b, colors)
+    rows = []
+    near = np.ones((3, 3), dtype=bool)
+    for k, color in enumerate(colors):
+        ink_a = (owner_a == k) & (cov_a >= 0.4) & keep
+        ink_b = (owner_b == k) & (cov_b >= 0.4) & keep
+        rows.append({"figure": spec.figure, "panel": spec.panel, "color": color,
+                     "series": "/".join(s.name for s in series if s.color == color),
+                     "ink_px": int(ink_a.sum()),
+                     "recall": float((ink_a & ndimage.binary_dilation(ink_b, near)).sum() / max(ink_a.sum(), 1)),
+                     "precision": float((ink_b & ndimage.binary_dilation(ink_a, near)).sum() / max(ink_b.sum(), 1))})
+    return pd.DataFrame(rows)
+
+
+def real_figure_agreement(directory=None, x_factor: float = 1.0) -> pd.DataFrame:
+    """:func:`pixel_agreement` of every real CDF figure with its redraw from the digitized points."""
+    from . import png_dir
+
+    directory = png_dir() if directory is None else directory
+    frames = []
+    for name, spec in figure_specs().items():
+        if spec.kind != "cdf":
+            continue
+        original = composite_on_white(directory / name)
+        read = digitize_cdf_figure(original, spec, where=name)
+        frames.append(pixel_agreement(original, redraw(read, x_factor), spec, read.series).assign(file=name))
+    return pd.concat(frames, ignore_index=True)

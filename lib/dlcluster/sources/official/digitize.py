@@ -117,28 +117,44 @@ def _band(rows: np.ndarray, cov: np.ndarray) -> Band:
 
 
 def trace_series(cov: np.ndarray, frame: Frame, usable: np.ndarray, over: np.ndarray | None = None) -> dict[int, Band]:
-    """Follow one series' ink left to right, keeping per column the run a non-decreasing curve can be on.
+    """Follow one series' ink left to right: the non-decreasing path through its runs of ink that holds the most.
 
-    ``cov``: the series' coverage (0 elsewhere); ``usable``: pixels inside the axes, off the legend. In a
-    column, a run of ink is a candidate when it is not below the curve so far (rows grow downwards: its lowest
-    ink no lower than the last band's top plus a line width); the lowest candidate wins, so a stray pixel above
-    the curve is never preferred to the curve itself. ``over``: other ink (lines crossing or covering this one);
-    a run broken only by it is one run.
+    ``cov``: the series' coverage (0 elsewhere); ``usable``: pixels inside the axes, off the legend; ``over``:
+    other ink (lines crossing or covering this one): a run broken only by it is one run. Each column's runs are
+    candidates; a path may step from one to a later column's run when that run is not below it (rows grow
+    downwards: its centre at most a pixel lower, its lowest ink no lower than the earlier run's top plus a
+    line width). The path with the most ink wins (dynamic programming), so stray pixels of blended lines,
+    however early, never pull the curve off its own ink.
     """
-    bands: dict[int, Band] = {}
-    last_top = np.inf
     top, bottom = frame.top + 1, frame.bottom - 1
+    found = []
     for col in range(frame.left + 2, frame.right - 1):
         column = np.where(usable[top:bottom + 1, col], cov[top:bottom + 1, col], 0.0)
         bridge = None if over is None else over[top:bottom + 1, col]
-        candidates = [(rows, c) for rows, c in _runs(column, top, max_gap=4, bridge=bridge)
-                      if c.sum() >= RUN_COVERAGE_MIN and rows[-1] <= last_top + LINE_WIDTH_PX + 1.0]
-        if not candidates:
-            continue
-        rows, c = max(candidates, key=lambda rc: rc[0][-1])
-        band = _band(rows, c)
-        bands[col] = band
-        last_top = min(last_top, band.top)
+        for rows, c in _runs(column, top, max_gap=4, bridge=bridge):
+            if c.sum() >= RUN_COVERAGE_MIN:
+                found.append((col, _band(rows, c), float(c.sum())))
+    if not found:
+        return {}
+    cols = np.array([f[0] for f in found])
+    tops = np.array([f[1].top for f in found])
+    bottoms = np.array([f[1].bottom for f in found])
+    centres = np.array([f[1].centre for f in found])
+    weights = np.array([f[2] for f in found])
+    score = weights.copy()
+    previous = np.full(len(found), -1)
+    for j in range(len(found)):
+        allowed = np.flatnonzero((cols[:j] < cols[j]) & (bottoms[j] <= tops[:j] + LINE_WIDTH_PX + 1.0)
+                                 & (centres[j] <= centres[:j] + 1.0))
+        if len(allowed):
+            best = allowed[np.argmax(score[allowed])]
+            score[j] = weights[j] + score[best]
+            previous[j] = best
+    bands: dict[int, Band] = {}
+    j = int(np.argmax(score))
+    while j >= 0:
+        bands[int(cols[j])] = found[j][1]
+        j = int(previous[j])
     return bands
 
 
