@@ -248,14 +248,15 @@ def pixel_agreement(original: np.ndarray, redrawn: np.ndarray, spec: FigureSpec,
     return pd.DataFrame(rows)
 
 
-def real_figure_agreement(directory=None, x_factor: float = 1.0) -> pd.DataFrame:
-    """:func:`pixel_agreement` of every real CDF figure with its redraw from the digitized points."""
+def real_figure_agreement(directory=None, x_factor: float = 1.0, files=None) -> pd.DataFrame:
+    """:func:`pixel_agreement` of every real CDF figure (or those named in ``files``) with its redraw from the
+    digitized points."""
     from . import png_dir
 
     directory = png_dir() if directory is None else directory
     frames = []
     for name, spec in figure_specs().items():
-        if spec.kind != "cdf":
+        if spec.kind != "cdf" or (files is not None and name not in files):
             continue
         original = composite_on_white(directory / name)
         read = digitize_cdf_figure(original, spec, where=name)

@@ -11,6 +11,7 @@ import io
 import warnings
 
 import matplotlib
+import matplotlib.style
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -18,7 +19,8 @@ from matplotlib.figure import Figure
 from .figures import FigureSpec
 from .pixels import composite_on_white
 
-#: IPython's inline backend settings that the official PNGs were drawn with.
+#: IPython's inline backend settings that the official PNGs were drawn with (on matplotlib's defaults: any style
+#: a notebook set, e.g. seaborn's, is set aside while drawing).
 INLINE_RC = {
     "figure.figsize": (6.0, 4.0),
     "figure.dpi": 72,
@@ -38,12 +40,12 @@ def official_cdf(values) -> tuple[np.ndarray, np.ndarray]:
 
 def render_cdfs(curves, spec: FigureSpec, title: str | None = None, grid: bool = True) -> np.ndarray:
     """Pixels (H x W x 3, float 0..255 on white) of ``curves``: [(x, cdf_percent, Series), ...] in drawing order."""
-    with matplotlib.rc_context(INLINE_RC):
+    with matplotlib.style.context("default"), matplotlib.rc_context(INLINE_RC):
         fig = Figure()
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(111)
         for x, p, series in curves:
-            ax.plot(x, p, label=f"{series.name} GPU" if series.name[0].isdigit() else series.name.capitalize(),
+            ax.plot(x, p, label={"cpu": "CPU", "memory": "Memory"}.get(series.name, f"{series.name} GPU"),
                     color=series.color, linestyle=series.style)
         if title:
             ax.set_title(title)
@@ -64,7 +66,7 @@ def render_cdfs(curves, spec: FigureSpec, title: str | None = None, grid: bool =
 def render_scatter(points: dict) -> np.ndarray:
     """Pixels of Figure 4 drawn as the notebook drew it: ``points`` maps ">8" and "5-8" to (delays_min, servers),
     drawn in that order (>8 GPU: open red circles; 5-8 GPU: black plus signs on top)."""
-    with matplotlib.rc_context(INLINE_RC):
+    with matplotlib.style.context("default"), matplotlib.rc_context(INLINE_RC):
         fig = Figure()
         FigureCanvasAgg(fig)
         ax = fig.add_subplot(111)
