@@ -168,3 +168,26 @@ def test_scorecard_rows_without_a_figure_show_no_nan(tmp_path):
     scorecard = page.split("<h2 id='scorecard'>")[1].split("<h2")[0]
     assert ">nan<" not in scorecard and "nan</small>" not in scorecard and "nan ·" not in scorecard
     assert "how Philly scheduled: an input of the simulator" in scorecard
+
+
+def test_the_full_trace_is_a_second_reference_on_the_index_page(tmp_path):
+    """Every official.<comparison>.verdict a notebook writes is a row of the second reference, with its detail."""
+    from dlcluster.report.reproduction import official_card
+
+    rep = Report(tmp_path / "09-x", "09-x", params={"seed": 0})
+    rep.add("official.fig3.abc.2-4.ks_dre", 3.0)
+    rep.add("official.fig3.abc.2-4.verdict", "reproduced", "Figure 3, VC abc, 2-4 GPU vs the full trace")
+    rep.add("official.fig3.abc.2-4.detail", "KS 3.0 <= 5.8 points")
+    rep.add("official.fig5.pass.8.verdict", "differs", "Figure 5, Pass, 8 GPU vs the full trace")
+    rep.add("official.fig5.pass.8.detail", "KS 6.6 points, 2.2 beyond the 4.4 allowed")
+    rep.add("official.fig2.finding", "not a verdict")
+    rep.write()
+    card = official_card(tmp_path)
+    assert card["comparison"].tolist() == ["fig3.abc.2-4", "fig5.pass.8"]
+    assert card["verdict"].tolist() == ["reproduced", "differs"]
+    assert card.loc[1, "detail"] == "KS 6.6 points, 2.2 beyond the 4.4 allowed"
+    page = write_index(tmp_path, tmp_path / "none.yaml", [_executed(tmp_path, "09-x")]).read_text()
+    assert "Second reference: full trace (official notebook figure, digitized)" in page
+    assert "Figure 5, Pass, 8 GPU vs the full trace" in page and "2.2 beyond the 4.4 allowed" in page
+    scorecard = json.loads((tmp_path / "scorecard.json").read_text())
+    assert scorecard["official"]["counts"] == {"reproduced": 1, "differs": 1, "not comparable": 0}

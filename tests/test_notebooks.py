@@ -58,6 +58,21 @@ def test_trace_overview_results(ci_notebook, public_trace):
     pollux, dre = public_trace.jobs_of("pollux"), public_trace.jobs_of("dre")
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx((pollux["num_gpus"] == 1).mean(), rel=1e-12)
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx(76627 / 82247, rel=1e-12)
+    # the full trace's own Figure 2 (official notebook, digitized) against each job set: the digitizer's round trip
+    # meets its target, and RFold's run times (last end - first start) are the full trace's
+    assert r["official.digitization.typical_error_pp"] <= 0.5 and r["official.digitization.worst_error_pp"] <= 2
+    assert r["official.redraw.min_recall"] > 0.9
+    from dlcluster.sources.official import curves, load_official
+    points = load_official()["cdf_points"]
+    for bucket, key in (("1", "1"), ("2-4", "2-4"), ("5-8", "5-8"), (">8", "gt8")):
+        rfold = public_trace.rfold_jobs
+        sizes = rfold["num_gpus"]
+        in_bucket = {"1": sizes == 1, "2-4": sizes.between(2, 4), "5-8": sizes.between(5, 8), ">8": sizes > 8}[bucket]
+        curve = points[(points["figure"] == 2) & (points["series"] == bucket)]
+        ks = curves.ks_distance(curve, rfold.loc[in_bucket, "duration_s"] / 60)[0]
+        assert r[f"official.fig2.{key}.ks.rfold"] == pytest.approx(ks, abs=1e-9)
+        assert r[f"official.fig2.{key}.rfold.verdict"] == "reproduced"
+    assert r["official.fig2.closest_job_set"] == "rfold"
     assert r["fig2.dre.median_run_time_s.>8"] == dre.loc[dre["num_gpus"] > 8, "run_time_s"].median() == 14443
     assert r["fig2.dre.median_run_time_s.1"] is None  # DRE holds no 1-GPU job: not applicable (null), not NaN
     assert r["fig2.pollux.median_run_time_s.1"] > 0

@@ -138,7 +138,8 @@ def test_figure6_cluster_and_table4_recomputed(results, job_minutes, public_trac
     assert r["slowdown_model.colocated"] == 1.0
     names = {f["name"] for f in results["figures"]}
     assert names == {"fig5_gpu_util_cdf", "fig6_dedicated_8_vs_16", "cluster_gpu_util_cdf",
-                     "table4b_benchmark_slowdown", "table4c_placement_slowdown", "slowdown_model"}
+                     "table4b_benchmark_slowdown", "table4c_placement_slowdown", "slowdown_model",
+                     "fig5_vs_full_trace", "fig6_fig7_vs_full_trace"}
     for figure in results["figures"]:
         assert (results["out"] / figure["path"]).stat().st_size > 10_000
 
@@ -163,3 +164,32 @@ def test_full_trace_path_on_the_raw_format_fixture(tmp_path):
     assert r["util.table3.16gpu"] is None
     # every non-NA GPU-minute of the fixture, idle GPUs included
     assert r["util.cluster.ours_mean"] == pytest.approx(604 / 28)
+
+
+@pytest.mark.notebook
+def test_figures5_to_7_held_against_the_full_trace(results, job_minutes, public_trace):
+    """Each curve of ours beside the full trace's own (the official notebook's, digitized): KS recomputed from the
+    minutes by a second route, the digitized means, and the paper's Table 3 between the statuses' means."""
+    from dlcluster.sources.official import curves, load_official
+
+    r = results["results"]
+    tables = load_official()
+    points, summary = tables["cdf_points"], tables["cdf_summary"].set_index(["figure", "panel", "series"])
+    status = public_trace.jobs.drop_duplicates("jobid").set_index("jobid")["status"]
+    minutes = job_minutes.assign(status=job_minutes["jobid"].map(status))
+    for size in (4, 8, 16):
+        ours = minutes.loc[(minutes["status"] == "Pass") & (minutes["num_gpus"] == size), "util"]
+        curve = points[(points["figure"] == 5) & (points["panel"] == "pass") & (points["series"] == str(size))]
+        assert r[f"official.fig5.pass.{size}.ks_dre"] == pytest.approx(curves.ks_distance(curve, ours)[0], abs=1e-9)
+        assert r[f"official.fig5.pass.{size}.mean"] == pytest.approx(summary.loc[(5, "pass", str(size)), "mean"])
+    # no 1-GPU and no killed job in the public samples: the full trace is the only data there
+    assert r["official.fig5.pass.1.verdict"] == r["official.fig5.killed.8.verdict"] == "not comparable"
+    assert r["official.fig5.pass.1.ks_dre"] is None
+    # a mean over all statuses lies between the statuses' means: the paper's Table 3 does, for 1, 4 and 16 GPUs
+    assert all(r[f"official.table3.{size}gpu.consistent"] for size in (1, 4, 16))
+    for name in ("cpu", "memory"):
+        assert 0 <= r[f"official.fig7.{name}.mean"] <= 100
+        assert r[f"official.fig7.{name}.verdict"] in ("reproduced", "differs")
+    # the full trace's servers used most of their memory; DRE's memory series does not measure that
+    assert r["official.fig7.memory.mean"] > 80 and r["official.fig7.memory.ks_dre"] > 50
+    assert r["official.fig6.16.mean"] < r["official.fig6.8.mean"]

@@ -13,6 +13,9 @@ folder and gives each published value one of three verdicts:
 Published values are only read to be shown and compared here: no result is
 computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
 and puts the table at the top of the index page; the golden file keeps the verdicts.
+
+A second reference, the full trace's own figures (the official notebook's, digitized), gets a table of its own:
+:func:`official_card` collects every ``official.<comparison>.verdict`` a notebook wrote.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -164,9 +168,40 @@ def counts(card: pd.DataFrame) -> dict[str, int]:
     return {v: int((card["verdict"] == v).sum()) for v in VERDICTS}
 
 
+#: The second reference: the full trace's own figures (the official notebook's, digitized). A notebook holds a
+#: curve of ours against one by writing ``official.<comparison>.verdict`` (one of VERDICTS) and
+#: ``official.<comparison>.detail`` into its results (see :mod:`dlcluster.analysis.official`).
+OFFICIAL_REFERENCE = "full trace (official notebook figure, digitized)"
+_OFFICIAL_VERDICT = re.compile(r"^official\.(?P<comparison>.+)\.verdict$")
+
+
+def official_card(reports_dir: str | Path) -> pd.DataFrame:
+    """One row per comparison with the full trace's own figures: notebook, comparison, what, verdict, detail."""
+    rows = []
+    for path in sorted(Path(reports_dir).glob("[0-9][0-9]-*/results.json")):
+        try:
+            doc = read_results_json(path)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        results, descriptions = doc.get("results", {}), doc.get("descriptions", {})
+        for key, value in results.items():
+            match = _OFFICIAL_VERDICT.match(key)
+            if not match or value not in VERDICTS:
+                continue
+            prefix = key[: -len(".verdict")]
+            rows.append({"notebook": path.parent.name, "comparison": match["comparison"],
+                         "what": descriptions.get(key, match["comparison"]), "verdict": value,
+                         "detail": results.get(f"{prefix}.detail") or ""})
+    return pd.DataFrame(rows, columns=["notebook", "comparison", "what", "verdict", "detail"])
+
+
 def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
-    """Compute the scorecard of a reports folder and write ``scorecard.json`` beside its notebooks."""
+    """Compute the scorecard of a reports folder and write ``scorecard.json`` beside its notebooks (the published
+    values' rows, and under ``official`` the comparisons with the full trace's own figures)."""
     card = scorecard(reports_dir)
-    doc = {"counts": counts(card), "rows": card.to_dict(orient="records")}
+    official = official_card(reports_dir)
+    doc = {"counts": counts(card), "rows": card.to_dict(orient="records"),
+           "official": {"reference": OFFICIAL_REFERENCE, "counts": counts(official),
+                        "rows": official.to_dict(orient="records")}}
     path = atomic_write_text(Path(reports_dir) / "scorecard.json", json.dumps(doc, indent=2, default=str))
     return card, path

@@ -394,3 +394,14 @@ def load_public(directory: Path) -> dict:
 def default_vc_quotas() -> pd.DataFrame:
     """The VC sizes of the public data (Helios), used as quotas for any source that lacks them."""
     return read_vc_quotas(paths.external_dir() / "philly" / "vc_nodes.csv", QualityReport())
+
+
+def dre_detail_entries(path: Path | None = None) -> pd.Series:
+    """Per DRE jobid, the number of entries of its record's ``detail`` (the official notebook's count of a job's
+    servers, ``len(detail)``), which for 147 records exceeds their distinct servers (an ip listed twice);
+    ``num_servers`` of the loaded tables counts distinct servers."""
+    path = path or paths.external_dir() / EXTERNAL_FILES["dre_jobs"]
+    with gzip.open(path, "rt") as fh:
+        records = json.load(fh)
+    return pd.Series({str(r["jobid"]): len(r.get("detail") or []) for r in records if isinstance(r, dict)},
+                     name="detail_entries", dtype="int64")

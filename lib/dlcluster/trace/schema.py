@@ -14,6 +14,12 @@ Definitions follow the official trace notebook (msr-fiddle/philly-traces):
                        for attempt 0 it equals the job's queueing delay
     gpu_time_s       = sum over attempts of (attempt end - attempt start) x GPUs
 Jobs whose times are unknown have NaN for the derived columns (never dropped).
+
+Source ``dre``: each record keeps only its job's LAST attempt, loaded as the job's one attempt, so for these rows
+``first_start``, ``num_servers`` and ``queueing_delay_s`` are the last attempt's (the recorded wait, which holds
+any earlier attempts) and ``run_time_s`` is the last attempt's run; the first-attempt wait is reconstructed by
+:func:`dlcluster.validation.workload.dre_first_waits`. ``num_servers`` counts distinct servers; the official
+notebook counts a placement's entries (:func:`dlcluster.trace.public.dre_detail_entries`).
 """
 
 from __future__ import annotations
