@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, change_text, format_seconds, mean_where, paired_ci
+from .common import best_arm, format_seconds, judged_change, mean_where
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
 
 
 def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
-    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired), the SRTF
-    bound, and the p99 JCT of ``bucket`` jobs."""
+    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired by seed, named
+    lower or higher only outside its interval), the SRTF bound, and the p99 JCT of ``bucket`` jobs."""
     clauses = []
     oracle = POLICY_NAMES["srtf"]
     for load in loads:
@@ -33,9 +33,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
             continue
         # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
         other, _ = best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)
-        philly = mean_where(everyone, "jct_mean_s", arm="Philly")
-        change = change_text(philly, mean_where(everyone, "jct_mean_s", arm=other),
-                              paired_ci(everyone, "Philly", other, "jct_mean_s")) if other else "n/a"
+        change = judged_change(everyone, "Philly", other, "jct_mean_s") if other else "n/a"
         srtf = mean_where(everyone, "jct_mean_s", arm=oracle)
         bound = f"; SRTF bound {format_seconds(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
         large = at[at["bucket"] == bucket]
