@@ -365,7 +365,7 @@ def test_earliest_runtime_to_failure():
 
 # ----------------------------------------------------------------------------- the validated replay
 
-def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
+def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
     from dlcluster.validation import calibrate as vc
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
@@ -380,10 +380,10 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
                                   "occupancy_mae_pp_complete": 1.0, "max_median_ratio": 1.2, "max_p90_ratio": 1.9,
                                   "max_ks": 0.1, "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
                                  {"top_vcs": 5}, "k", full, full)
-    monkeypatch.setattr(E.ValidatedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
-    spec = E.ValidatedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
-    inputs = E.validated_inputs("public", spec, 1)
-    E.validated_inputs.cache_clear()
+    monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
+    spec = E.CalibratedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
+    inputs = E.replay_window_inputs("public", spec, 1)
+    E.replay_window_inputs.cache_clear()
     # machines in racks of 32, the quotas of the calibrated rule on the calibration's workload
     assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
     assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
@@ -408,8 +408,8 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
     assert (w.arrival_s - 60.0 >= start_s - 86400).sum() < len(w)
     # window 2 would end after the completeness horizon
     with pytest.raises(ValueError, match="completeness horizon"):
-        E.validated_inputs("public", spec, 2)
-    E.validated_inputs.cache_clear()
+        E.replay_window_inputs("public", spec, 2)
+    E.replay_window_inputs.cache_clear()
 
 
 def test_scale_load_around_an_anchor():

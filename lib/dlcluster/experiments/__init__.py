@@ -1,8 +1,8 @@
 """The paper's design implications (section 5) as measured simulator experiments.
 
 Every experiment replays real Philly jobs on the reconstructed machines. By
-default (grids ``full`` and ``small``) that is the validated replay
-(:class:`.common.ValidatedReplay`): RFold's jobs of every status at the real
+default (grids ``full`` and ``small``) that is the calibrated replay
+(:class:`.common.CalibratedReplay`): RFold's jobs of every status at the real
 arrival rate, with the parameters calibrated by
 :func:`dlcluster.validation.calibration.calibrated_params` (cached, shared with
 notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
@@ -27,7 +27,7 @@ experiments (``experiment`` parameter of a cell):
    (an oracle bound), all placing jobs best fit so that they differ in queue
    order, locality and preemption only.
 
-**Seeds.** On the validated replay seed ``s`` measures the ``s``-th window of
+**Seeds.** On the calibrated replay seed ``s`` measures the ``s``-th window of
 the held-out span. On the Pollux grids (the simulator is deterministic for a
 given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
@@ -58,8 +58,8 @@ from __future__ import annotations
 
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_seconds,
-    Inputs, ValidatedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
-    resample_periods, rows_of, scale_load, short_duration, summarize, validated_inputs)
+    Inputs, CalibratedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
+    resample_periods, rows_of, scale_load, short_duration, summarize, replay_window_inputs)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401

@@ -45,15 +45,15 @@ class Inputs:
     real_occupancy: float
     occupancy_window: tuple[pd.Timestamp, pd.Timestamp]
     data_label: str
-    #: simulator options every cell starts from (the validated replay: its calibrated lending and placement)
+    #: simulator options every cell starts from (the calibrated replay: its calibrated lending and placement)
     options: dict = field(default_factory=dict)
-    #: options of the Philly policy (the validated replay: its calibrated locality and relax timeout)
+    #: options of the Philly policy (the calibrated replay: its calibrated locality and relax timeout)
     philly: dict = field(default_factory=dict)
     #: the jobs measured (None: all); the others only warm the cluster up
     measured: np.ndarray | None = None
     #: load scaling keeps this arrival time fixed (None: the first arrival)
     anchor_s: float | None = None
-    #: how well the replay was validated (held-out figures), None for an unvalidated replay
+    #: the replay's held-out validation (notebook 05's figures), None for a replay without one
     validation: str | None = None
 
 
@@ -106,8 +106,8 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
 
 
 @dataclass(frozen=True)
-class ValidatedReplay:
-    """Experiments on the validated replay: the calibration's inputs (notebook 05's) and the measurement windows.
+class CalibratedReplay:
+    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement windows.
 
     Cell ``seed`` ``k`` measures the jobs submitted in the ``k``-th window of
     ``window_days`` from the start of the held-out span (the part of the real
@@ -130,7 +130,7 @@ class ValidatedReplay:
         return json.loads(json.dumps(asdict(self)))
 
     @classmethod
-    def from_cell(cls, value: dict) -> "ValidatedReplay":
+    def from_cell(cls, value: dict) -> "CalibratedReplay":
         return cls(**value)
 
     def calibration(self, trace: str, cache_dir=None):
@@ -141,8 +141,8 @@ class ValidatedReplay:
 
 
 @functools.lru_cache(maxsize=8)
-def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: str | None = None) -> Inputs:
-    """Measurement window ``window`` of the validated RFold replay, set up as the calibration set it up.
+def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_dir: str | None = None) -> Inputs:
+    """Measurement window ``window`` of the calibrated RFold replay, set up as the calibration set it up.
 
     Machines in the calibrated rack size, the calibrated quotas (those of the
     VCs without a public node count shared by the calibration's workload),
@@ -176,7 +176,7 @@ def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: 
     submitted_s = replay.workload.arrival_s
     real = real_occupancy(tr.occupancy)
     real = real[(real.index >= begin) & (real.index < end)]
-    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the validated "
+    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the calibrated "
              f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
                   occupancy_window=(begin, end), data_label=label,
