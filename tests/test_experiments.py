@@ -428,3 +428,13 @@ def test_tied_policies_are_named_with_what_was_measured():
                     "0 s for locality and 1.0 h for a quota or cap: Philly differs from FIFO only in relaxing "
                     "locality, which acts on the first")
     assert tie_clause(rows[rows["arm"] != "Philly"]) == ""
+
+
+def test_policy_context_is_generated_from_the_same_runs():
+    rows = _rows({("L", "Philly", "all"): [0.30, 0.35], ("L", "FIFO", "all"): [0.5, 0.5]}, ["waited_share"])
+    rows["queue_mean_s"] = [3600.0, 7200.0, 10.0, 10.0]
+    text = E.policy_context(rows, "L")
+    assert text.startswith("Under Philly at L, 32.5% [95% CI ")
+    assert "the mean wait of all jobs was 1.5 h [95% CI " in text and "had queues to act on" in text
+    rows["waited_share"] = [0.001, 0.002, 0.5, 0.5]
+    assert "the policies can only tie here" in E.policy_context(rows, "L")

@@ -70,4 +70,5 @@ from .intervals import Interval, direction, mean_interval, ratio_interval  # noq
 from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401
 from .plots import POLICY_COLORS, metric_grid  # noqa: F401
-from .policies import policy_conclusion  # noqa: F401
+from .naming import replay_data_label, replay_name, targets_met  # noqa: F401
+from .policies import policy_conclusion, policy_context  # noqa: F401

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ..report.plotting import duration_axis, place_legend
 from ..sim import Migration, Workload, make_policy, simulate
 from ..sim.failures import RETRY_PRESETS
 from ..sim.slowdown import default_slowdown_model
@@ -350,17 +351,16 @@ def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
     ax.set_xlabel("load factor (inter-arrival times divided by it)")
     ax.set_ylabel("share of the cluster")
     ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=7, loc="lower right")
+    place_legend(ax, fontsize=7)
     ax.set_title("Calibrating the load to the real occupancy", fontsize=10)
     ax = axes[1]
     ax.plot(rows["load"], np.maximum(rows["queue_mean_s"], TIME_FLOOR_S), "o-", color="#8172B2",
             label="mean queueing delay")
     ax.plot(rows["load"], np.maximum(rows["jct_mean_s"], TIME_FLOOR_S), "o-", color="0.4", label="mean JCT")
     ax.axvline(factor, color="#C44E52", lw=1.5)
-    ax.set_yscale("log")
-    ax.set_yticks([1, 60, 3600, 86400], ["1s", "1m", "1h", "1d"])
+    duration_axis(ax, "y", "time")
     ax.set_xlabel("load factor")
-    ax.legend(fontsize=8)
+    place_legend(ax, fontsize=8)
     ax.set_title("Waiting and completion time (Philly policy)", fontsize=10)
     fig.tight_layout()
     return fig
