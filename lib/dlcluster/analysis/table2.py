@@ -268,21 +268,32 @@ def _pct(share: float) -> str:
 CAUSE_COLORS = {"fair_share": "#DD8452", "fragmentation": "#C44E52", "other": "#8C8C8C"}
 
 
-def plot_causes(table: pd.DataFrame, ax, title: str = "") -> None:
-    """Table 2 as stacked bars: each cause's share of the waiting time, per size bucket."""
-    causes = [c for c in CAUSE_COLORS if f"{c}_share" in table.columns]
+#: What each measure of Table 2 is, for axes and captions.
+MEASURES = {"share": ("share of waiting time (seconds)", "waits"),
+            "frequency": ("share of the jobs that waited, by largest cause", "waited")}
+
+
+def plot_causes(table: pd.DataFrame, ax, title: str = "", measure: str = "share") -> None:
+    """Table 2 as stacked bars per size bucket: each cause's share of the waiting seconds (``measure="share"``) or
+    of the rows that waited, by the largest part of their wait (``"frequency"``)."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {sorted(MEASURES)}, got {measure!r}")
+    causes = [c for c in CAUSE_COLORS if f"{c}_{measure}" in table.columns]
     left = np.zeros(len(table))
-    labels = [f"{b} GPU\n({n:,} waits)" for b, n in zip(table.index, table["waits"])]
+    count = MEASURES[measure][1]
+    counts = table[count] if count in table.columns else table["waits"]
+    labels = [f"{b} GPU\n({n:,} {'waited' if count == 'waited' else 'waits'})"
+              for b, n in zip(table.index, counts, strict=True)]
     for cause in causes:
-        share = table[f"{cause}_share"].fillna(0).to_numpy()
+        share = table[f"{cause}_{measure}"].fillna(0).to_numpy()
         ax.barh(labels, share, left=left, color=CAUSE_COLORS[cause], label=cause.replace("_", "-"))
-        for y, (x0, w) in enumerate(zip(left, share)):
+        for y, (x0, w) in enumerate(zip(left, share, strict=True)):
             if w >= 0.06:
                 ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", color="white", fontsize=8)
         left += share
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
-    ax.set_xlabel("share of waiting time")
+    ax.set_xlabel(MEASURES[measure][0])
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(causes), frameon=False)
 
