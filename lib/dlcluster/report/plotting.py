@@ -207,7 +207,13 @@ def place_legend(ax, outside_loc: str = "upper left", **kwargs):
     covered, total, loc = best
     if covered <= _allowed(total):
         return ax.legend(handles, labels, loc=loc, **kwargs)
-    return ax.legend(handles, labels, loc=outside_loc, bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kwargs)
+    box = ax.get_position()
+    right_of = [o for o in fig.axes if o is not ax and o.get_visible() and o.get_position().x0 >= box.x1 - 1e-6
+                and o.get_position().y0 < box.y1 and o.get_position().y1 > box.y0]
+    if not right_of:   # nothing to its right: beside the panel
+        return ax.legend(handles, labels, loc=outside_loc, bbox_to_anchor=(1.01, 1.0), borderaxespad=0, **kwargs)
+    # a panel to its right: under this one, below its axis label
+    return ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.22), borderaxespad=0, **kwargs)
 
 
 # --------------------------------------------------------------------------- the checks
@@ -258,9 +264,11 @@ def figure_problems(fig) -> list[str]:
                     problems.append(f"{name}: the log {axis} axis names no unit")
         legend = ax.get_legend()
         if legend is not None and legend.get_visible():
-            covered, total = _covered(ax, legend, renderer)
-            if covered > _allowed(total):
-                problems.append(f"{name}: the legend covers {covered} of {total} data points")
+            for other in panels:   # its own panel's data, or a neighbour's where it sits outside
+                covered, total = _covered(other, legend, renderer)
+                if covered > _allowed(total):
+                    whose = "" if other is ax else f" of {other.get_title() or 'another panel'}"
+                    problems.append(f"{name}: the legend covers {covered} of {total} data points{whose}")
         for artist in _labelled(ax):
             if not _has_data(artist):
                 problems.append(f"{name}: legend entry {artist.get_label()!r} has no curve")
