@@ -59,6 +59,20 @@ def test_a_legend_entry_without_a_curve_is_found_and_plot_cdf_makes_none():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a (n=400)", "b (n=400)"]
 
 
+def test_date_axes_are_checked_and_dropped_entries_are_no_problem():
+    import pandas as pd
+    fig, ax = plt.subplots()
+    times = pd.date_range("2017-10-03", periods=100, freq="h", tz="UTC")
+    ax.plot(times, np.sin(np.arange(100)), label="real")
+    ax.plot(times[:0], [], label="no data")
+    ax.set(xlabel="time", ylabel="share")
+    ax.legend(loc="center", fontsize=20)
+    problems = " ".join(P.figure_problems(fig))
+    assert "legend entry 'no data' has no curve" in problems and "the legend covers" in problems
+    P.place_legend(ax, fontsize=7)
+    assert P.figure_problems(fig) == []
+
+
 def test_an_unnamed_log_axis_and_one_without_a_unit_are_found():
     fig, ax = plt.subplots()
     ax.plot([1, 10, 100], [0.1, 0.5, 1.0])

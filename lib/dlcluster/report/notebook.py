@@ -140,7 +140,10 @@ class Report:
         """
         from .plotting import figure_problems
 
-        problems = figure_problems(fig)
+        try:
+            problems = figure_problems(fig)
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is reported, never fatal to the notebook
+            problems = [f"the figure checks could not run: {type(exc).__name__}: {exc}"]
         fig.text(0.005, 0.0, caption_lines(f"Data: {data}", fig.get_size_inches()[0]), fontsize=CAPTION_POINTS,
                  color="0.35", ha="left", va="top")
         path = self.figures_dir / f"{name}.png"

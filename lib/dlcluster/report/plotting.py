@@ -128,14 +128,21 @@ def _has_data(artist) -> bool:
     from matplotlib.patches import Rectangle
 
     if isinstance(artist, Line2D):
-        x = np.asarray(artist.get_xdata(), dtype=float)
-        y = np.asarray(artist.get_ydata(), dtype=float)
-        return bool(len(x)) and bool(np.isfinite(x).any() and np.isfinite(y).any())
+        xy = _line_xy(artist)
+        return bool(len(xy)) and bool(np.isfinite(xy).all(axis=1).any())
     if isinstance(artist, Collection):
         return len(artist.get_offsets()) > 0 or len(artist.get_paths()) > 0
     if isinstance(artist, Rectangle):
         return artist.get_width() != 0 and artist.get_height() != 0 and np.isfinite(artist.get_height())
     return True
+
+
+def _line_xy(line) -> np.ndarray:
+    """A line's points as floats (dates and categories converted by the axes' units, as drawn)."""
+    try:
+        return np.asarray(line.get_xydata(), dtype=float).reshape(-1, 2)
+    except (TypeError, ValueError):
+        return np.empty((0, 2))
 
 
 def _labelled(ax) -> list:
@@ -150,7 +157,7 @@ def _data_points(ax) -> np.ndarray:
 
     parts = []
     for line in ax.lines:
-        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        xy = _line_xy(line)
         if len(xy):
             parts.append(line.get_transform().transform(xy))
     for coll in ax.collections:
@@ -269,8 +276,9 @@ def figure_problems(fig) -> list[str]:
                 if covered > _allowed(total):
                     whose = "" if other is ax else f" of {other.get_title() or 'another panel'}"
                     problems.append(f"{name}: the legend covers {covered} of {total} data points{whose}")
+        entries = {t.get_text() for lg in [legend, *fig.legends] if lg is not None for t in lg.get_texts()}
         for artist in _labelled(ax):
-            if not _has_data(artist):
+            if artist.get_label() in entries and not _has_data(artist):
                 problems.append(f"{name}: legend entry {artist.get_label()!r} has no curve")
     for legend in fig.legends:
         box = legend.get_window_extent(renderer)
