@@ -80,8 +80,12 @@ def test_an_unnamed_log_axis_and_one_without_a_unit_are_found():
     ax.set_ylabel("CDF")
     assert "the log x axis is not named" in " ".join(P.figure_problems(fig))
     ax.set_xlabel("delay")
+    assert "the log x axis does not say it is a log scale" in " ".join(P.figure_problems(fig))
+    ax.set_xlabel("delay (log scale)")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     assert "the log x axis names no unit" in " ".join(P.figure_problems(fig))
+    P.seconds_axis(ax, "x")   # ticks '1s', '1m', ...: the unit is in the ticks
+    assert P.figure_problems(fig) == []
     P.duration_axis(ax, "x", "queueing delay")
     assert P.figure_problems(fig) == []
     assert ax.get_xlabel() == "queueing delay (log scale)"

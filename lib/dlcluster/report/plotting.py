@@ -5,7 +5,8 @@ The rules (each a helper here, and checked on every saved figure by :func:`figur
 
 * a curve says how many values it holds (``n=`` in its legend entry) and a curve of few values is drawn faded and
   dotted (:func:`plot_cdf`, :data:`FEW`);
-* a log axis is named and says its unit (:func:`duration_axis` for times: ticks in s/min/h/d, never raw seconds);
+* a log axis is named, says it is a log scale, and names its unit (:func:`duration_axis` for times: ticks in
+  s/min/h/d, never raw seconds);
 * a legend covers no more than a few data points (:func:`place_legend` picks the emptiest corner, or puts it
   outside) and has no entry without a curve;
 * every panel with data has its axes named (its own label, a label shared by its row or column, or category
@@ -36,7 +37,11 @@ DURATION_TICKS = [(1, "1 s"), (2, "2 s"), (5, "5 s"), (10, "10 s"), (20, "20 s")
                   (2592000, "30 d"), (6048000, "10 w"), (31536000, "1 y")]
 #: The unit words a log axis's label or tick labels may name.
 UNIT = re.compile(r"(\b(s|min|h|d|w|y|seconds?|minutes?|hours?|days?|weeks?|GPUs?|servers?|jobs?|images/s|"
-                  r"points?|x|times)\b|%|×|\([^)]+\))", re.IGNORECASE)
+                  r"points?|x|times|relative|ratio|share|fraction|factor)\b|%|×|/)", re.IGNORECASE)
+
+
+#: Tick labels that carry a time unit ('1s', '10m', '1 h', '2d').
+TICK_UNIT = re.compile(r"\d\s*(s|m|min|h|d|w|y)\b")
 
 
 def setup_style() -> None:
@@ -264,10 +269,13 @@ def figure_problems(fig) -> list[str]:
                 problems.append(f"{name}: the {axis} axis has no label")
             if part.get_scale() == "log":
                 texts = " ".join(t.get_text() for t in part.get_ticklabels())
-                if not _named(label) and not any(_named(o) for o in others):
+                names = [n for n in (label, *others) if _named(n)]
+                if not names:
                     problems.append(f"{name}: the log {axis} axis is not named")
-                elif not (UNIT.search(label or "") or any(UNIT.search(o or "") for o in others)
-                          or UNIT.search(texts)):
+                elif not any("log" in n.lower() for n in names):
+                    problems.append(f"{name}: the log {axis} axis does not say it is a log scale")
+                elif not (any(UNIT.search(re.sub(r"\blog scale\b", "", n)) for n in names) or UNIT.search(texts)
+                          or TICK_UNIT.search(texts)):
                     problems.append(f"{name}: the log {axis} axis names no unit")
         legend = ax.get_legend()
         if legend is not None and legend.get_visible():
