@@ -344,7 +344,7 @@ def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
     assert ("under retry everything (Philly) the failures cut the GPU-hours of the run (−20% [95% CI −25%, −15%]), "
             "cut the mean wait of the never-failing jobs (−50% [95% CI −60%, −40%]) and made no significant "
             "difference at 3 seeds to their mean JCT (−10% [95% CI −30%, +10%])") in text
-    assert "The never-failing jobs gain because the injected failures remove work from the cluster" in text
+    assert "The never-failing jobs wait less because the injected failures remove work from the cluster" in text
     assert ("The 5.0 min pre-run caught 0.0 failing jobs per window: this model's shortest runtime to failure is "
             "5.0 min, no shorter than the pre-run (its runtimes come from the DRE records") in text
     # no reduction of the cluster's load: no causal sentence

@@ -124,10 +124,10 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
         loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
         waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
         if any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits):
-            text += (" The never-failing jobs gain because the injected failures remove work from the cluster: a job "
-                     "the model hits fails each attempt after its drawn runtime to failure and, once its retries are "
-                     "spent (or at once, for a class that is not retried), stops before its recorded duration, which "
-                     "already held its real failed attempts; less demand, shorter queues.")
+            text += (" The never-failing jobs wait less because the injected failures remove work from the "
+                     "cluster: a job the model hits fails each attempt after its drawn runtime to failure and, once "
+                     "its retries are spent (or at once, for a class that is not retried), stops before its recorded "
+                     "duration, which already held its real failed attempts; less demand, shorter queues.")
         if prerun_s and earliest_rtf and model in earliest_rtf:
             first = earliest_rtf[model]
             caught = float(rows["prerun_caught_jobs_mean"].fillna(0).sum())
