@@ -78,4 +78,5 @@ def ci_notebook(tmp_path_factory):
             _CI_RUNS[stem] = read_results_json(out / stem / "results.json")
         return _CI_RUNS[stem]
 
+    run.out_dir = out   # the executed notebooks: <out_dir>/<stem>.ipynb
     return run

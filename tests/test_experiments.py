@@ -224,19 +224,6 @@ def test_run_cell_is_deterministic_and_covers_every_experiment():
 
 # ----------------------------------------------------------------------------- confidence intervals
 
-def test_seed_ci_known_answers():
-    mean, low, high, n = E.seed_ci([1.0, 2.0, 3.0])
-    assert (mean, n) == (2.0, 3)
-    assert low == pytest.approx(2 - 4.302653 / math.sqrt(3), rel=1e-6)
-    assert high == pytest.approx(2 + 4.302653 / math.sqrt(3), rel=1e-6)
-    mean, low, high, n = E.seed_ci([5.0])
-    assert mean == 5.0 and math.isnan(low) and n == 1
-    assert E.seed_ci([2.0, 2.0, 2.0], method="bootstrap")[1:3] == (2.0, 2.0)
-    assert E.seed_ci([np.nan, np.nan])[3] == 0
-    with pytest.raises(ValueError, match="method"):
-        E.seed_ci([1, 2], method="x")
-
-
 def test_summarize_and_paired_change():
     table = pd.DataFrame({"arm": ["base", "base", "new", "new"], "seed": [0, 1, 0, 1], "load_label": "L",
                           "jct": [10.0, 20.0, 12.0, 26.0]})
@@ -246,8 +233,21 @@ def test_summarize_and_paired_change():
     assert change["arm"] == "new" and change["mean"] == 4.0
     half = 12.7062047 * math.sqrt(8) / math.sqrt(2)  # t(0.975, 1) x sd of [2, 6] / sqrt(2)
     assert change["ci_low"] == pytest.approx(4 - half) and change["ci_high"] == pytest.approx(4 + half)
+    # relative: on the log of the per-seed ratios 1.2 and 1.3
     relative = E.paired_change(table, "arm", "base", "jct", ["load_label"], relative=True).iloc[0]
-    assert relative["mean"] == pytest.approx(0.25)
+    logs = np.log([1.2, 1.3])
+    assert relative["mean"] == pytest.approx(math.exp(logs.mean()) - 1)
+    assert relative["ci_low"] == pytest.approx(math.exp(logs.mean() - 12.7062047 * logs.std(ddof=1) / math.sqrt(2)) - 1)
+
+
+def test_summarize_puts_each_metric_on_its_own_scale():
+    table = pd.DataFrame({"arm": "a", "seed": [0, 1, 2], "queue_mean_s": [5.0, 600.0, 86400.0],
+                          "waited_share": [0.01, 0.5, 0.99], "speed_mean": [0.5, 0.9, 1.0]})
+    s = E.summarize(table, ["arm"], ["queue_mean_s", "waited_share", "speed_mean"]).set_index("metric")
+    assert s.loc["queue_mean_s", "method"] == "Student t on the log scale" and s.loc["queue_mean_s", "ci_low"] > 0
+    assert s.loc["waited_share", "method"] == "Student t on the logit scale"
+    assert 0 < s.loc["waited_share", "ci_low"] and s.loc["waited_share", "ci_high"] < 1
+    assert s.loc["speed_mean", "ci_low"] > 0
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -266,21 +266,23 @@ def test_locality_conclusion_is_computed_from_the_numbers():
     frames = []
     for metric, values in [
         ("queue_mean_s", {"L1": ([50, 70], [100, 140]), "L2": ([5, 5], [5, 5])}),
-        ("jct_mean_s", {"L1": ([3000, 4200], [2500, 3500]), "L2": ([100, 100], [90, 90])}),
+        ("jct_mean_s", {"L1": ([3000, 4200], [2500, 3500]), "L2": ([100, 100], [60, 150])}),
         ("useful_share", {"L1": ([0.8, 0.8], [0.9, 0.9]), "L2": ([0.9, 0.9], [0.9, 0.9])})]:
         frames.append(_rows({(load, arm, "5-8"): v for load, (relax, strict) in values.items()
                              for arm, v in (("relax after 3 min", relax), ("strict locality", strict))}, [metric]))
     rows = frames[0].merge(frames[1]).merge(frames[2])
     text = E.locality_conclusion(rows, ["L2", "L1"], "5-8", "L1")
     assert text.startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
-    # paired by seed: +50 s and +70 s of delay, -17% of JCT both times
-    half = 12.7062047 * math.sqrt(200) / math.sqrt(2)
-    assert (f"raised their mean queueing delay (1.0 min → 2.0 min, +1.0 min [95% CI −{E.format_seconds(half - 60)}, "
-            f"+{E.format_seconds(60 + half)}])") in text
-    assert "raised the useful share of their GPU time (80% → 90%)" in text
+    # paired by seed, on the log of the ratios: x2 both times, +12.5% and -1/6 both times (intervals collapse)
+    assert "raised their mean queueing delay (1.0 min → 2.0 min, ×2 [95% CI ×2, ×2])" in text
+    assert "raised the useful share of their GPU time (80% → 90%, +12% [95% CI +12%, +12%])" in text
     assert "cut their mean JCT (1.0 h → 50.0 min, −17% [95% CI −17%, −17%])" in text
-    assert "at L2 it left unchanged their mean queueing delay (5 s → 5 s, +0 s [95% CI +0 s, +0 s])" in text
-    assert "the lowest mean JCT for them at L1 came with 'strict locality' (50.0 min)" in text
+    # no change, and a change whose interval includes none: no direction named
+    assert ("at L2 it made no significant difference at 2 seeds to their mean queueing delay "
+            "(5 s → 5 s, ±0% [95% CI ±0%, ±0%])") in text
+    assert "made no significant difference at 2 seeds to their mean JCT (1.7 min → 1.8 min" in text
+    assert ("the lowest mean JCT for them at L1 came with 'strict locality' (against the default: "
+            "1.0 h → 50.0 min, −17% [95% CI −17%, −17%]: lower)") in text
 
 
 def test_interference_conclusion():
@@ -295,8 +297,9 @@ def test_interference_conclusion():
     text = E.interference_conclusion(rows, "L", "5-8")
     assert text.startswith("At L, jobs ran at a mean speed of 1.00 on dedicated servers vs 0.60 packed and 0.80 spread")
     assert "5-8-GPU jobs waited on average 3.0 h for a local placement with dedicated servers vs 1.5 min packed" in text
-    assert "migration cut that wait under spreading (15.0 min → 7.5 min, −7.5 min [95% CI" in text
-    assert "the lowest mean JCT of all jobs came from 'spread (Philly) + migration' (1.1 h)" in text
+    assert "under spreading, migration cut that wait (15.0 min → 7.5 min, −50% [95% CI −50%, −50%])" in text
+    assert ("the lowest mean JCT of all jobs came from 'spread (Philly) + migration' (against Philly's spreading: "
+            "1.1 h → 1.1 h, −3% [95% CI −3%, −3%]: lower)") in text
 
 
 def test_policy_and_early_stop_conclusions():
@@ -306,24 +309,63 @@ def test_policy_and_early_stop_conclusions():
         _rows({("L", "Philly", ">8"): [86400, 86400], ("L", "FIFO", ">8"): [172800, 172800]},
               ["jct_p99_s", "jct_mean_s"])])
     text = E.policy_conclusion(rows, ["L"], ">8")
-    # Philly is the best non-oracle policy: the runner-up (FIFO) is compared with it, paired by seed
+    # Philly is the best non-oracle policy: the runner-up (FIFO) is compared with it, paired by seed; the ratios
+    # 2.0 and 1.8 leave an interval over 2 seeds that includes no change
     assert ("at L the lowest mean JCT of the non-oracle policies was Philly's (1.1 h; Philly → FIFO: 1.1 h → 2.0 h, "
-            "+90% [95% CI") in text
+            "×1.9 [95% CI ×0.97, ×3.7]: no significant difference at 2 seeds") in text
     assert "SRTF bound 30.0 min), with p99 JCT of >8-GPU jobs 1.0 d under Philly vs 2.0 d under FIFO" in text
     assert text.endswith("and the lowest mean JCT per job size from >8 GPUs: Philly.")
     tie = _rows({("L", "FIFO", "all"): [3600, 3600], ("L", "Philly", "all"): [3601, 3601]}, ["jct_mean_s", "jct_p99_s"])
     assert E.policy_conclusion(tie, ["L"], ">8") == \
         "Across scheduling policies, at L every non-oracle policy had the same mean JCT within 0.5% (1.0 h)."
     savings = pd.DataFrame({"load_label": ["L", "L", "M"], "tolerance": [0.001, 0.01, 0.01],
-                            "gpu_hours_change": [-0.1, -0.25, -0.3], "quality_lost": [0.0004, 0.004, 0.005]})
+                            "gpu_hours_change": [-0.1, -0.25, -0.3], "gpu_hours_change_ci_low": [-0.12, -0.4, -0.5],
+                            "gpu_hours_change_ci_high": [-0.08, 0.05, -0.1], "seeds": 3,
+                            "quality_lost": [0.0004, 0.004, 0.005]})
     text = E.early_stop_conclusion(savings, "L")
-    assert "within 0.1%: 10.0% of GPU-hours saved for a mean quality loss of 0.040%" in text
-    assert "within 1.0%: 25.0% of GPU-hours saved" in text and "at M: 30.0%" in text
+    assert "within 0.1%: 10.0% of GPU-hours saved [95% CI 8.0%, 12.0%] for a mean quality loss of 0.040%" in text
+    assert "within 1.0%: GPU-hours −25% [95% CI −40%, +5%]: no significant difference at 3 seeds" in text
+    assert "at M: 30.0% of GPU-hours saved [95% CI 10.0%, 50.0%]" in text
+
+
+def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
+    base = {"failure_model": "fitted", "load_label": "L", "prerun_caught_jobs_mean": 0.0, "failed_jobs_mean": 40.0,
+            "wasted_share_ci_low": 0.05, "wasted_share_ci_high": 0.15}
+    costs = pd.DataFrame([
+        {**base, "arm": "retry everything (Philly)", "wasted_share_mean": 0.1, "prerun_share_mean": 0.0,
+         "gpu_hours_change": -0.2, "gpu_hours_change_ci_low": -0.25, "gpu_hours_change_ci_high": -0.15,
+         "good_wait_change": -0.5, "good_wait_change_ci_low": -0.6, "good_wait_change_ci_high": -0.4,
+         "good_jct_change": -0.1, "good_jct_change_ci_low": -0.3, "good_jct_change_ci_high": 0.1},
+        {**base, "arm": "1-GPU pre-run + class-aware", "wasted_share_mean": 0.08, "prerun_share_mean": 0.01,
+         "gpu_hours_change": -0.3, "gpu_hours_change_ci_low": -0.35, "gpu_hours_change_ci_high": -0.25,
+         "good_wait_change": -0.6, "good_wait_change_ci_low": -0.7, "good_wait_change_ci_high": -0.5,
+         "good_jct_change": -0.2, "good_jct_change_ci_low": -0.3, "good_jct_change_ci_high": -0.1}])
+    text = E.failures_conclusion(costs, "L", seeds=3, earliest_rtf={"fitted": 300.0}, prerun_s=300.0)
+    assert ("under retry everything (Philly) the failures cut the GPU-hours of the run (−20% [95% CI −25%, −15%]), "
+            "cut the mean wait of the never-failing jobs (−50% [95% CI −60%, −40%]) and made no significant "
+            "difference at 3 seeds to their mean JCT (−10% [95% CI −30%, +10%])") in text
+    assert "The never-failing jobs wait less because the injected failures remove work from the cluster" in text
+    assert ("The 5.0 min pre-run caught 0.0 failing jobs per window: this model's shortest runtime to failure is "
+            "5.0 min, no shorter than the pre-run (its runtimes come from the DRE records") in text
+    # no reduction of the cluster's load: no causal sentence
+    calm = costs.assign(gpu_hours_change=0.0, gpu_hours_change_ci_low=-0.1, gpu_hours_change_ci_high=0.1)
+    assert "remove work" not in E.failures_conclusion(calm, "L", seeds=3)
+
+
+def test_earliest_runtime_to_failure():
+    from dlcluster.sim.failures import FailureModel, default_failure_model
+    model = FailureModel.from_dict({"classes": {
+        "a": {"category": "user", "probability": 0.1, "retryable": False,
+              "rtf": {"dist": "empirical", "samples_s": [300.0, 900.0, 4000.0]}},
+        "b": {"category": "infrastructure", "probability": 0.1, "retryable": True,
+              "rtf": {"dist": "empirical", "samples_s": [1200.0, 14400.0]}}}})
+    assert E.earliest_rtf_s(model) == pytest.approx(300.0)
+    assert E.earliest_rtf_s(default_failure_model()) < 60.0   # lognormal: reaches down to seconds
 
 
 # ----------------------------------------------------------------------------- the validated replay
 
-def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
+def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
     from dlcluster.validation import calibrate as vc
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
@@ -341,10 +383,10 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
                                   "warmup_days": None}, "k")
     workloads = vcache.ReplayWorkloads(None, full, full, None)
     monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
-    monkeypatch.setattr(E.ValidatedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
-    spec = E.ValidatedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
-    inputs = E.validated_inputs("public", spec, 1)
-    E.validated_inputs.cache_clear()
+    monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
+    spec = E.CalibratedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
+    inputs = E.replay_window_inputs("public", spec, 1)
+    E.replay_window_inputs.cache_clear()
     # machines in racks of 32, the quotas of the calibrated rule on the calibration's workload
     assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
     assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
@@ -370,8 +412,8 @@ def test_validated_inputs_are_built_from_the_calibrated_params(public_trace, mon
     assert (w.arrival_s - 60.0 >= start_s - 86400).sum() < len(w)
     # window 2 would end after the completeness horizon
     with pytest.raises(ValueError, match="completeness horizon"):
-        E.validated_inputs("public", spec, 2)
-    E.validated_inputs.cache_clear()
+        E.replay_window_inputs("public", spec, 2)
+    E.replay_window_inputs.cache_clear()
 
 
 def test_scale_load_around_an_anchor():
@@ -400,3 +442,13 @@ def test_every_load_gets_a_colour_past_the_palette():
     colors = load_colors(loads)
     assert list(colors) == loads
     assert [colors[x] for x in loads] == [*LOAD_COLORS, *LOAD_COLORS[:2]]
+
+
+def test_policy_context_is_generated_from_the_same_runs():
+    rows = _rows({("L", "Philly", "all"): [0.30, 0.35], ("L", "FIFO", "all"): [0.5, 0.5]}, ["waited_share"])
+    rows["queue_mean_s"] = [3600.0, 7200.0, 10.0, 10.0]
+    text = E.policy_context(rows, "L")
+    assert text.startswith("Under Philly at L, 32.5% [95% CI ")
+    assert "the mean wait of all jobs was 1.5 h [95% CI " in text and "had queues to act on" in text
+    rows["waited_share"] = [0.001, 0.002, 0.5, 0.5]
+    assert "the policies can only tie here" in E.policy_context(rows, "L")

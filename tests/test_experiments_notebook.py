@@ -113,15 +113,18 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
     assert {f["name"] for f in doc["figures"]} == {"1_locality", "2_interference", "3_failures",
                                                      "4_early_termination", "5_policies",
                                                      "5_policies_load_sensitivity"}
-    assert all("simulated replay of the validated RFold workload" in f["data"]
-               and "held-out occupancy MAE" in f["data"] for f in doc["figures"])
+    # the replay named by notebook 05's count of held-out targets met (dlcluster.experiments.naming)
+    assert all(re.search(r"SIMULATED (calibrated replay \(\d+ of \d+ held-out targets met\)|validated replay) of "
+                         r"[\d,]+ real Philly jobs", f["data"]) for f in doc["figures"])
     keys = [c["key"] for c in doc["comparisons"]]
     assert keys == ["implications.locality", "implications.interference", "implications.failures",
                     "epochs.last_band_gpu_time_passed_pct", None]
-    assert all(c["ours"] and "simulated replay" in c["data"] for c in doc["comparisons"])
+    assert all(c["ours"] and "SIMULATED" in c["data"] for c in doc["comparisons"])
     assert "the real load (x1)" in doc["comparisons"][0]["ours"]
     assert doc["comparisons"][0]["ours"].startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's")
-    assert "raised their mean queueing delay" in doc["comparisons"][0]["ours"]
+    # a direction only where the interval over the seeds excludes no change
+    assert re.search(r"(raised|cut|made no significant difference at \d+ seeds to) their mean queueing delay",
+                     doc["comparisons"][0]["ours"])
     # experiment 2, one sentence per assumed interference. With none assumed, sharing a server costs nothing and
     # packing spreads fewer jobs over servers, so packed jobs are not slower than dedicated ones; the more
     # interference is assumed, the more dedicated servers gain. The sentence says the result is the assumption's

@@ -294,29 +294,28 @@ def test_tuning_half_is_classified_right(messages):
     ("heldout", HELDOUT_SIZE), ("heldout2", HELDOUT2_SIZE), ("heldout3", HELDOUT3_SIZE), ("heldout4", HELDOUT4_SIZE),
     ("heldout5", HELDOUT5_SIZE), ("heldout6", HELDOUT6_SIZE), ("heldout7", HELDOUT7_SIZE), ("heldout8", HELDOUT8_SIZE),
     ("heldout9", HELDOUT9_SIZE)])
-def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, capsys, split, size):
+def test_former_held_out_sets_in_sample_counts_and_confusion_tables(messages, split, size):
     rules_correct, correct = RULES_CORRECT[split], CORRECT_WITH_FALLBACK[split]
     ev = evaluate_classifier(messages[messages["split"] == split])
     n, right = len(ev.results), int(ev.results["correct"].sum())
     blind = (f"; measured once blind after round 3: {HELDOUT3_CORRECT_MEASURED_AFTER_ROUND3} of {n}"
              if split == "heldout3" else "")
-    with capsys.disabled():
-        print(f"\nreal user-posted failure messages, {split} "
-              f"(rules + fallback, the fallback trained on it, so in-sample{blind}): {right} of {n} "
-              f"({ev.accuracy:.1%}) classified to their hand label; confusion table (non-zero columns):")
-        print(ev.confusion.loc[:, ev.confusion.sum() > 0].to_string())
-        print(ev.results.loc[~ev.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
-    assert n == size
-    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right
-    assert ev.accuracy == pytest.approx(right / n)
-    assert right == correct
+    # shown only when a check fails (a test prints nothing on success)
+    shown = (f"\nreal user-posted failure messages, {split} (rules + fallback, the fallback trained on it, so "
+             f"in-sample{blind}): {right} of {n} ({ev.accuracy:.1%}) classified to their hand label; confusion table "
+             f"(non-zero columns):\n{ev.confusion.loc[:, ev.confusion.sum() > 0].to_string()}\n"
+             f"{ev.results.loc[~ev.results['correct'], ['id', 'reason', 'predicted', 'rule_id']].to_string()}")
+    assert n == size, shown
+    assert ev.confusion.to_numpy().sum() == n and ev.confusion.to_numpy().trace() == right, shown
+    assert ev.accuracy == pytest.approx(right / n), shown
+    assert right == correct, shown
     rules_alone = evaluate_classifier(messages[messages["split"] == split], fallback=False)
     assert int(rules_alone.results["correct"].sum()) == rules_correct
     assert not (rules_alone.results["rule_id"] == FALLBACK_RULE_ID).any()
 
 
 
-def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, capsys):
+def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages):
     cv = cross_validate_fallback(messages)
     keeps_corpus = fallback_keeps_corpus(messages)
     # the settings are chosen by the cross-validation alone, among those that keep every corpus log right: round 8's
@@ -327,12 +326,11 @@ def test_fallback_leave_one_split_out_counts_and_the_chosen_settings(messages, c
     chosen = cv[(cv["C"] == CHOSEN_FALLBACK.C) & (cv["with_corpus"] == CHOSEN_FALLBACK.with_corpus)
                 & (cv["threshold"] == CHOSEN_FALLBACK.threshold)
                 & (cv["refine"] == CHOSEN_FALLBACK.refine)].set_index("split")
-    with capsys.disabled():
-        print("\nleave-one-split-out, rules alone vs rules + fallback trained on the other nine splits "
-              f"({CHOSEN_FALLBACK}):")
-        print(chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions", "fallback_correct",
-                      "refined", "refined_correct", "model_correct"]].to_string())
-    assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT
+    shown = ("\nleave-one-split-out, rules alone vs rules + fallback trained on the other nine splits "
+             f"({CHOSEN_FALLBACK}):\n" + chosen[["messages", "rules_correct", "hybrid_correct", "fallback_decisions",
+                                                "fallback_correct", "refined", "refined_correct",
+                                                "model_correct"]].to_string())
+    assert {split: (row.rules_correct, row.hybrid_correct) for split, row in chosen.iterrows()} == CV_CORRECT, shown
     assert chosen["hybrid_correct"].sum() == 1065
     assert chosen.loc["heldout4", ["fallback_decisions", "fallback_correct"]].tolist() == [11, 9]
     # refining the generic rules: five refinements over the ten splits, all right
@@ -355,19 +353,17 @@ def heldout9_blind(messages):
     return evaluate_classifier(part, fallback=False), evaluate_classifier(part, fallback=before)
 
 
-def test_heldout9_measured_once_rules_and_fallback(heldout9_blind, capsys):
+def test_heldout9_measured_once_rules_and_fallback(heldout9_blind):
     rules_alone, hybrid = heldout9_blind
-    with capsys.disabled():
-        print(f"\nreal user-posted failure messages, heldout9 (new threads, labelled blind with the labelling guide, "
-              f"evaluated once after round 9): rules alone {rules_alone.results['correct'].sum()} of "
-              f"{len(rules_alone.results)}, "
-              f"rules + fallback {hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); "
-              "confusion table of the hybrid (non-zero columns):")
-        print(hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string())
-        print(hybrid.results.loc[~hybrid.results["correct"], ["id", "reason", "predicted", "rule_id"]].to_string())
-    assert len(hybrid.results) == HELDOUT9_SIZE
-    assert int(rules_alone.results["correct"].sum()) == HELDOUT9_RULES_CORRECT_MEASURED
-    assert int(hybrid.results["correct"].sum()) == HELDOUT9_HYBRID_CORRECT_MEASURED
+    shown = (f"\nreal user-posted failure messages, heldout9 (new threads, labelled blind with the labelling guide, "
+             f"evaluated once after round 9): rules alone {rules_alone.results['correct'].sum()} of "
+             f"{len(rules_alone.results)}, rules + fallback {hybrid.results['correct'].sum()} ({hybrid.accuracy:.1%}); "
+             f"confusion table of the hybrid (non-zero columns):\n"
+             f"{hybrid.confusion.loc[:, hybrid.confusion.sum() > 0].to_string()}\n"
+             f"{hybrid.results.loc[~hybrid.results['correct'], ['id', 'reason', 'predicted', 'rule_id']].to_string()}")
+    assert len(hybrid.results) == HELDOUT9_SIZE, shown
+    assert int(rules_alone.results["correct"].sum()) == HELDOUT9_RULES_CORRECT_MEASURED, shown
+    assert int(hybrid.results["correct"].sum()) == HELDOUT9_HYBRID_CORRECT_MEASURED, shown
     results = hybrid.results
     guessed = results[(results["rule_id"] == FALLBACK_RULE_ID) & results["refined_rule"].isna()]
     refined = results[results["refined_rule"].notna()]
@@ -383,7 +379,7 @@ def test_heldout9_accuracy_meets_target(heldout9_blind):
     assert heldout9_blind[1].accuracy >= HELDOUT_TARGET
 
 
-def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, capsys):
+def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages):
     # heldout5 to heldout9 were labelled again by a second annotator who saw neither the first labels nor the
     # classifier (README, "A second annotator"; heldout9 by both with the labelling guide): the 90% target sits below
     # how often two humans agree
@@ -400,16 +396,15 @@ def test_a_second_annotator_agrees_with_the_first_on_the_blind_sets(messages, ca
         results = evaluate_classifier(part, fallback=fallback).results
         predicted.append(pd.Series(list(results["predicted"]), index=results["id"]))
     table = annotator_agreement(messages, second, pd.concat(predicted))
-    with capsys.disabled():
-        print("\nsecond annotator on heldout5-9 (classifier: the fallback out of fold; heldout9 blind):")
-        print(table.round(3).to_string())
+    shown = "\nsecond annotator on heldout5-9 (classifier: the fallback out of fold; heldout9 blind):\n" + \
+        table.round(3).to_string()
     assert table[["messages", "agree", "second_unsure"]].to_dict("index") == {
         "heldout5": {"messages": 100, "agree": 96, "second_unsure": 8},
         "heldout6": {"messages": 100, "agree": 99, "second_unsure": 10},
         "heldout7": {"messages": 80, "agree": 78, "second_unsure": 13},
         "heldout8": {"messages": 165, "agree": 161, "second_unsure": 32},
-        "heldout9": {"messages": 165, "agree": 164, "second_unsure": 19}}
-    assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974, 0.994]
+        "heldout9": {"messages": 165, "agree": 164, "second_unsure": 19}}, shown
+    assert table["kappa"].round(3).tolist() == [0.957, 0.989, 0.973, 0.974, 0.994], shown
     # vs the first labels, vs the second's, on the messages both agree on; heldout9's row is its blind measurement
     versus = ["classifier_vs_first", "classifier_vs_second", "classifier_on_agreed"]
     assert table[versus].astype(int).values.tolist() == [

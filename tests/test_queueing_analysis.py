@@ -299,8 +299,9 @@ def test_causes_by_bucket_shares_and_frequencies(tiny_trace):
     assert table.loc["5-8", "fair_share_share"] == pytest.approx(50 / 85)
     assert table.loc["5-8", "fragmentation_share"] == pytest.approx(10 / 85)
     assert table.loc["5-8", "other_share"] == pytest.approx(25 / 85)
-    assert table.loc["5-8", "fair_share_frequency"] == pytest.approx(1 / 3)   # W
-    assert table.loc["5-8", "other_frequency"] == pytest.approx(1 / 3)        # Z
+    assert table.loc["5-8", "waited"] == 2                                    # Y did not wait
+    assert table.loc["5-8", "fair_share_frequency"] == pytest.approx(1 / 2)   # W, of the two that waited
+    assert table.loc["5-8", "other_frequency"] == pytest.approx(1 / 2)        # Z
     assert table.loc["5-8", "fragmentation_frequency"] == 0
     # >8 GPUs: V's two waits (50/5/5) and (0/0/10) = 70 minutes
     assert table.loc[">8", "fair_share_share"] == pytest.approx(50 / 70)

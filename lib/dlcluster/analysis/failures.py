@@ -454,3 +454,72 @@ def fit_failure_model(logs: pd.DataFrame, outcomes: pd.DataFrame, jobs: pd.DataF
                                     "not estimated: the trace holds no retry (simulator default 0 applies)"),
     }
     return {"classes": classes, "notes": notes}
+
+
+def rtf_step(outcomes: pd.DataFrame, jobs: pd.DataFrame, within_s: float = 60.0) -> dict:
+    """What the sharp step in the runtime to failure is: the most common failure time (whole minutes) and who and
+    what it hits, to tell a limit of the scheduler from a property of the job selection or an artifact.
+
+    Returns the step (``minutes``), the failed attempts that end within ``within_s`` of it (``failures``, ``share``
+    of all failed attempts), how tightly (``spread_s``: the middle half of their end times around the step, in
+    seconds), how widely (``users`` of ``failing_users``, ``vcs`` of ``failing_vcs``, ``sizes``, ``weeks`` of
+    ``failing_weeks``, ``top_user_share``), whether other attempts outlive it (``failed_longer``: failed attempts
+    that ran longer than the step plus ``within_s``; ``passed_at_step`` / ``passed_longer``: passed attempts at it
+    and beyond it). ``{}`` without a failed attempt.
+    """
+    failed = outcomes[outcomes["failed"]].merge(jobs[["jobid", "vc", "submitted"]], on="jobid", how="left")
+    if failed.empty:
+        return {}
+    minutes = (failed["duration_s"] / 60).round()
+    step_s = 60.0 * float(minutes.mode().iloc[0])
+    near = failed[(failed["duration_s"] - step_s).abs() <= within_s]
+    passed = outcomes[outcomes["outcome"] == "passed"]
+    submitted = pd.to_datetime(failed["submitted"])
+    week = (submitted.dt.tz_localize(None) if submitted.dt.tz is not None else submitted).dt.to_period("W")
+    middle = np.quantile(near["duration_s"] - step_s, [0.25, 0.75])
+    return {
+        "minutes": step_s / 60, "failures": len(near), "share": len(near) / len(failed),
+        "spread_s": float(middle[1] - middle[0]),
+        "users": int(near["user"].nunique()), "failing_users": int(failed["user"].nunique()),
+        "top_user_share": float(near["user"].value_counts(normalize=True).iloc[0]),
+        "vcs": int(near["vc"].nunique()), "failing_vcs": int(failed["vc"].nunique()),
+        "sizes": sorted(int(g) for g in near["num_gpus"].unique()),
+        "weeks": int(week[near.index].nunique()), "failing_weeks": int(week.nunique()),
+        "failed_longer": int((failed["duration_s"] > step_s + within_s).sum()),
+        "passed_at_step": int(((passed["duration_s"] - step_s).abs() <= within_s).sum()),
+        "passed_longer": int((passed["duration_s"] > step_s + within_s).sum()),
+    }
+
+
+def rtf_step_text(step: dict, selected_min_run_s: float | None = None) -> str:
+    """What the step is, in words read from :func:`rtf_step`: a limit of the scheduler, a property of the job
+    selection, or an artifact, with the evidence for each. ``selected_min_run_s``: the run time the job selection
+    requires (the DRE records: 5 minutes), if any."""
+    if not step:
+        return "No failed attempt: no runtime to failure to examine."
+    hours = step["minutes"] / 60
+    facts = (f"{step['failures']:,} failed attempts ({step['share']:.1%} of all) ended within a minute of "
+             f"{step['minutes']:.0f} minutes ({hours:g} h), the middle half of them within {step['spread_s']:.0f} s of "
+             f"it; they come from {step['users']} of the {step['failing_users']} users with a failure (the most from "
+             f"one user: {step['top_user_share']:.0%}), {step['vcs']} of {step['failing_vcs']} VCs, jobs of "
+             f"{', '.join(map(str, step['sizes']))} GPUs and {step['weeks']} of the {step['failing_weeks']} weeks")
+    widespread = step["users"] >= 10 and step["top_user_share"] < 0.5 and step["vcs"] >= 3
+    not_a_cap = step["failed_longer"] > 0 or step["passed_longer"] > 0
+    selection = (f"The selection of these records (jobs that ran at least {selected_min_run_s / 60:g} minutes) acts on "
+                 "the start of a run, not its end, so it cannot put a step at its end. "
+                 if selected_min_run_s else "")
+    if widespread and step["spread_s"] <= 60:
+        what = (f"A time limit: so many users, VCs, sizes and weeks ending at the same {hours:g} h, to within seconds, "
+                "is a clock, not a bug in each job's code; nor an artifact of the data, whose times are to the "
+                "second")
+        if not_a_cap:
+            what += (f". Not a limit on every job: {step['failed_longer']:,} failed and {step['passed_longer']:,} "
+                     f"passed attempts ran longer, and only {step['passed_at_step']:,} passed ones ended at it. So a "
+                     f"{hours:g}-hour limit that some jobs carried (a wall-clock limit set per job or per job type, or "
+                     "a credential that expires) and Philly recorded as a failure; the public data cannot tell which")
+        what += ("; it is real runtime to failure, and the simulator's failure model keeps it as measured (a job "
+                 "drawn to fail at it fails there), not as a property of a failure class.")
+    else:
+        what = ("Too few users, VCs or weeks share it, or its times spread too widely, to call it a limit of the "
+                "scheduler: it may be one group's jobs.")
+    return f"{facts}. {selection}{what}"

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.schema import SIZE_BUCKETS, size_bucket
-from .delays import bucket_label, reason_counts, require_columns
+from .delays import bucket_label, format_seconds, reason_counts, require_columns
 from .timeline import ClusterTimeline, build_cluster_timeline, time_where
 
 CAUSES = ("fair_share", "fragmentation", "other")
@@ -133,16 +133,44 @@ def time_over_quota(timeline: ClusterTimeline, quotas) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("vc")
 
 
+#: A share of waiting time must move by at least this much (1 percentage point, the precision the sentence shows)
+#: between the smallest and the largest jobs before the finding names a direction.
+MATERIAL_SHARE = 0.01
+#: Bootstrap resamples of each cause's share of a bucket's waiting time (over the rows that waited).
+SHARE_RESAMPLES = 999
+
+
+def _share_interval(cause_s: np.ndarray, total_s: np.ndarray) -> tuple[float, float]:
+    """95% percentile bootstrap (scipy, over the rows that waited) of sum(cause) / sum(total)."""
+    from scipy import stats
+
+    if len(total_s) < 2 or np.ptp(cause_s / total_s) == 0:
+        share = float(cause_s.sum() / total_s.sum())
+        return share, share
+    res = stats.bootstrap((cause_s, total_s), lambda c, t, axis=-1: c.sum(axis=axis) / t.sum(axis=axis),
+                          paired=True, vectorized=True, method="percentile", n_resamples=SHARE_RESAMPLES,
+                          batch=100, rng=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def causes_by_bucket(table: pd.DataFrame, cause_columns: dict[str, str | list[str]] | None = None) -> pd.DataFrame:
-    """Table 2: per size bucket, waiting time and each cause's share of it.
+    """Table 2: per size bucket, waiting time and each cause's part of it, measured two ways.
 
     ``table`` has ``bucket`` (or ``num_gpus``) and seconds columns per cause;
     ``cause_columns`` maps cause name -> column, or list of columns to add up
     (default the columns written by :func:`attribute_waits`), so a simulator's
-    ground truth goes through the same code. ``<cause>_share`` is the cause's
-    share of all waiting seconds in the bucket; ``<cause>_frequency`` the share
-    of rows (waits, or jobs) in which it is the largest part (rows with no
-    waiting time count under none).
+    ground truth goes through the same code. Columns per bucket: ``waits``
+    (rows: waits, or jobs), ``waited`` (rows with any waiting time), ``wait_h``, and per cause:
+
+    * ``<cause>_share``: the cause's **share of all waiting seconds** in the bucket (with ``_share_low`` /
+      ``_share_high``, its 95% bootstrap interval over the rows that waited). A few long waits weigh the most.
+    * ``<cause>_frequency``: the **share of the rows that waited** in which the cause is the largest part of the
+      wait (so the frequencies of a bucket add up to 1), and ``<cause>_median_wait_s`` the median wait of those
+      rows. Every waiting job counts once, however long it waited.
+
+    The two answer different questions and can disagree: many jobs that wait minutes for a local placement make
+    fragmentation the commoner cause by count, while a few jobs that wait days for a quota make fair-share hold
+    most of the seconds.
     """
     cause_columns = cause_columns or {c: f"{c}_s" for c in CAUSES}
     cause_columns = {c: [cols] if isinstance(cols, str) else list(cols) for c, cols in cause_columns.items()}
@@ -160,46 +188,104 @@ def causes_by_bucket(table: pd.DataFrame, cause_columns: dict[str, str | list[st
             continue
         sec = seconds[in_bucket].sum()
         bucket_total = float(sec.sum())
-        row = {"bucket": bucket, "waits": int(in_bucket.sum()), "wait_h": bucket_total / 3600.0}
+        waited = in_bucket & (total > 0).to_numpy()
+        row = {"bucket": bucket, "waits": int(in_bucket.sum()), "waited": int(waited.sum()),
+               "wait_h": bucket_total / 3600.0}
         for cause in cause_columns:
             row[f"{cause}_share"] = float(sec[cause] / bucket_total) if bucket_total > 0 else np.nan
+            low, high = (_share_interval(seconds.loc[waited, cause].to_numpy(float), total[waited].to_numpy(float))
+                         if bucket_total > 0 else (np.nan, np.nan))
+            row[f"{cause}_share_low"], row[f"{cause}_share_high"] = low, high
         for cause in cause_columns:
-            row[f"{cause}_frequency"] = float((dominant[in_bucket] == cause).mean())
+            mine = waited & (dominant == cause).to_numpy()
+            row[f"{cause}_frequency"] = float(mine.sum() / waited.sum()) if waited.any() else np.nan
+            row[f"{cause}_median_wait_s"] = float(np.median(total[mine])) if mine.any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows).set_index("bucket")
 
 
 def table2_finding(table: pd.DataFrame) -> str:
-    """One sentence: how fragmentation's share of waiting changes with job size."""
+    """One sentence: how fragmentation's share of waiting time changes with job size.
+
+    A direction (it grows, it is larger for the largest jobs) is named only when the largest bucket's share is at
+    least :data:`MATERIAL_SHARE` above the smallest's and, where the table has them, their 95% intervals do not
+    overlap; otherwise the sentence says there is no such difference.
+    """
     shares = table["fragmentation_share"].dropna()
     if shares.empty:
         return "No waiting time to attribute."
-    listed = ", ".join(f"{s:.0%} ({bucket_label(b)})" for b, s in shares.items())
+    listed = ", ".join(f"{_pct(s)} ({bucket_label(b)})" for b, s in shares.items())
+    first, last = shares.index[0], shares.index[-1]
+    separated = True
+    if {"fragmentation_share_low", "fragmentation_share_high"} <= set(table.columns):
+        separated = bool(table.loc[last, "fragmentation_share_low"] > table.loc[first, "fragmentation_share_high"])
+    material = shares.iloc[-1] - shares.iloc[0] >= MATERIAL_SHARE
     if len(shares) == 1:
         trend = "only one size bucket has waiting time"
-    elif shares.is_monotonic_increasing and shares.iloc[-1] > shares.iloc[0]:
+    elif material and separated and shares.is_monotonic_increasing:
         trend = "it grows with job size"
-    elif shares.iloc[-1] > shares.iloc[0]:
+    elif material and separated:
         trend = "it is larger for the largest jobs than for the smallest, but not steadily"
+    elif shares.iloc[-1] > shares.iloc[0] and not material:
+        trend = (f"the largest jobs' share is not larger than the smallest's by {MATERIAL_SHARE:.0%} of the waiting "
+                 "time or more, so it does not grow with job size")
+    elif shares.iloc[-1] > shares.iloc[0]:
+        trend = "no significant difference between the smallest and the largest jobs (95% intervals overlap)"
     else:
         trend = "it does not grow with job size"
-    largest = shares.index[-1]
-    causes = table.loc[largest, [f"{c}_share" for c in CAUSES if f"{c}_share" in table.columns]]
+    causes = table.loc[last, [f"{c}_share" for c in CAUSES if f"{c}_share" in table.columns]]
     top = causes.idxmax().removesuffix("_share").replace("_", "-")
     return (f"Fragmentation's share of waiting time is {listed}: {trend}; "
-            f"for {largest}-GPU jobs the largest cause is {top} ({causes.max():.0%}).")
+            f"for {last}-GPU jobs the largest cause is {top} ({_pct(causes.max())}).")
+
+
+def table2_frequency_finding(table: pd.DataFrame) -> str:
+    """One sentence per bucket of the other measure: of the jobs (or waits) that waited, in how many each cause was
+    the largest part, and how long those waited (median)."""
+    causes = [c.removesuffix("_frequency") for c in table.columns if c.endswith("_frequency")]
+    parts = []
+    for bucket, row in table.iterrows():
+        if not row.get("waited", 0):
+            continue
+        listed = ", ".join(f"{c.replace('_', '-')} {row[f'{c}_frequency']:.0%}"
+                           + (f" (median wait {format_seconds(row[f'{c}_median_wait_s'])})"
+                              if np.isfinite(row[f"{c}_median_wait_s"]) else "")
+                           for c in causes if row[f"{c}_frequency"] > 0)
+        parts.append(f"{bucket_label(bucket)}: of {int(row['waited']):,} that waited, {listed}")
+    return "By count, the largest cause of each wait: " + "; ".join(parts) + "." if parts else \
+        "By count: no row waited."
+
+
+def _pct(share: float) -> str:
+    """A share with the precision it needs: whole percent, or two significant digits below 1%."""
+    if not np.isfinite(share):
+        return "n/a"
+    if share == 0 or share >= 0.01:
+        return f"{share:.0%}"
+    return f"{100 * share:.2g}%"
 
 
 CAUSE_COLORS = {"fair_share": "#DD8452", "fragmentation": "#C44E52", "other": "#8C8C8C"}
 
 
-def plot_causes(table: pd.DataFrame, ax, title: str = "") -> None:
-    """Table 2 as stacked bars: each cause's share of the waiting time, per size bucket."""
-    causes = [c for c in CAUSE_COLORS if f"{c}_share" in table.columns]
+#: What each measure of Table 2 is, for axes and captions.
+MEASURES = {"share": ("share of waiting time (seconds)", "waits"),
+            "frequency": ("share of the jobs that waited, by largest cause", "waited")}
+
+
+def plot_causes(table: pd.DataFrame, ax, title: str = "", measure: str = "share") -> None:
+    """Table 2 as stacked bars per size bucket: each cause's share of the waiting seconds (``measure="share"``) or
+    of the rows that waited, by the largest part of their wait (``"frequency"``)."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {sorted(MEASURES)}, got {measure!r}")
+    causes = [c for c in CAUSE_COLORS if f"{c}_{measure}" in table.columns]
     left = np.zeros(len(table))
-    labels = [f"{b} GPU\n({n:,} waits)" for b, n in zip(table.index, table["waits"], strict=True)]
+    count = MEASURES[measure][1]
+    counts = table[count] if count in table.columns else table["waits"]
+    labels = [f"{b} GPU\n({n:,} {'waited' if count == 'waited' else 'waits'})"
+              for b, n in zip(table.index, counts, strict=True)]
     for cause in causes:
-        share = table[f"{cause}_share"].fillna(0).to_numpy()
+        share = table[f"{cause}_{measure}"].fillna(0).to_numpy()
         ax.barh(labels, share, left=left, color=CAUSE_COLORS[cause], label=cause.replace("_", "-"))
         for y, (x0, w) in enumerate(zip(left, share, strict=True)):
             if w >= 0.06:
@@ -207,7 +293,7 @@ def plot_causes(table: pd.DataFrame, ax, title: str = "") -> None:
         left += share
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
-    ax.set_xlabel("share of waiting time")
+    ax.set_xlabel(MEASURES[measure][0])
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(causes), frameon=False)
 

@@ -1,8 +1,8 @@
 """The paper's design implications (section 5) as measured simulator experiments.
 
 Every experiment replays real Philly jobs on the reconstructed machines. By
-default (grids ``full`` and ``small``) that is the validated replay
-(:class:`.common.ValidatedReplay`): RFold's jobs of every status at the real
+default (grids ``full`` and ``small``) that is the calibrated replay
+(:class:`.common.CalibratedReplay`): RFold's jobs of every status at the real
 arrival rate, with the parameters calibrated by
 :func:`dlcluster.validation.calibration.calibrated_params` (cached, shared with
 notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
@@ -27,7 +27,7 @@ experiments (``experiment`` parameter of a cell):
    (an oracle bound), all placing jobs best fit so that they differ in queue
    order, locality and preemption only.
 
-**Seeds.** On the validated replay seed ``s`` measures the ``s``-th window of
+**Seeds.** On the calibrated replay seed ``s`` measures the ``s``-th window of
 the held-out span. On the Pollux grids (the simulator is deterministic for a
 given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
@@ -43,7 +43,8 @@ the real load); :func:`calibrated_load` finds the factor at which the
 simulated share of busy servers matches the real occupancy ("calibrated to the
 real occupancy").
 
-Modules: :mod:`.common` (inputs, measures, confidence intervals, wording),
+Modules: :mod:`.common` (inputs, measures, wording), :mod:`.intervals` (intervals that respect the quantity
+and the rule for naming a direction),
 one module per experiment (:mod:`.locality`, :mod:`.interference`,
 :mod:`.failures`, :mod:`.early_stop`, :mod:`.policies`), :mod:`.grid` (the
 cells of a sweep and running one), :mod:`.plots`, and :mod:`.sweep` (the
@@ -57,15 +58,17 @@ from __future__ import annotations
 
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_seconds,
-    Inputs, ValidatedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
-    resample_periods, rows_of, scale_load, seed_ci, short_duration, summarize, validated_inputs)
+    Inputs, CalibratedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
+    resample_periods, rows_of, scale_load, short_duration, summarize, replay_window_inputs)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
-from .failures import failure_costs, failures_conclusion, plot_failures  # noqa: F401
+from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, with_arms)
+from .intervals import Interval, direction, mean_interval, ratio_interval  # noqa: F401
 from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401
 from .plots import POLICY_COLORS, metric_grid  # noqa: F401
-from .policies import policy_conclusion  # noqa: F401
+from .naming import replay_data_label, replay_name, targets_met  # noqa: F401
+from .policies import policy_conclusion, policy_context  # noqa: F401

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..analysis.delays import format_seconds
 from ..ordering import decision_value
@@ -22,6 +20,7 @@ from ..sim import (
 )
 from ..trace.schema import BUCKET_KEYS as SIZE_BUCKET_KEYS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
+from .intervals import Interval, changed, difference_interval, direction, mean_interval, ratio_interval
 
 EXPERIMENTS = ("calibrate", "locality", "interference", "failures", "early_stop", "policy")
 BUCKETS = ("all",) + tuple(SIZE_BUCKETS)
@@ -47,15 +46,15 @@ class Inputs:
     real_occupancy: float
     occupancy_window: tuple[pd.Timestamp, pd.Timestamp]
     data_label: str
-    #: simulator options every cell starts from (the validated replay: its calibrated lending and placement)
+    #: simulator options every cell starts from (the calibrated replay: its calibrated lending and placement)
     options: dict = field(default_factory=dict)
-    #: options of the Philly policy (the validated replay: its calibrated locality and relax timeout)
+    #: options of the Philly policy (the calibrated replay: its calibrated locality and relax timeout)
     philly: dict = field(default_factory=dict)
     #: the jobs measured (None: all); the others only warm the cluster up
     measured: np.ndarray | None = None
     #: load scaling keeps this arrival time fixed (None: the first arrival)
     anchor_s: float | None = None
-    #: how well the replay was validated (held-out figures), None for an unvalidated replay
+    #: the replay's held-out validation (notebook 05's figures), None for a replay without one
     validation: str | None = None
 
 
@@ -108,8 +107,8 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
 
 
 @dataclass(frozen=True)
-class ValidatedReplay:
-    """Experiments on the validated replay: the calibration's inputs (notebook 05's) and the measurement windows.
+class CalibratedReplay:
+    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement windows.
 
     Cell ``seed`` ``k`` measures the jobs submitted in the ``k``-th window of
     ``window_days`` from the start of the held-out span (the part of the real
@@ -132,7 +131,7 @@ class ValidatedReplay:
         return json.loads(json.dumps(asdict(self)))
 
     @classmethod
-    def from_cell(cls, value: dict) -> "ValidatedReplay":
+    def from_cell(cls, value: dict) -> "CalibratedReplay":
         return cls(**value)
 
     def calibration(self, trace: str, cache_dir=None):
@@ -144,8 +143,8 @@ class ValidatedReplay:
 
 
 @functools.lru_cache(maxsize=8)
-def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: str | None = None) -> Inputs:
-    """Measurement window ``window`` of the validated RFold replay, set up as the calibration set it up.
+def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_dir: str | None = None) -> Inputs:
+    """Measurement window ``window`` of the calibrated RFold replay, set up as the calibration set it up.
 
     Machines in the calibrated rack size, the calibrated quotas (those of the
     VCs without a public node count shared by the calibration's workload),
@@ -179,7 +178,7 @@ def validated_inputs(trace: str, spec: ValidatedReplay, window: int, cache_dir: 
     submitted_s = replay.workload.arrival_s
     real = real_occupancy(tr.occupancy)
     real = real[(real.index >= begin) & (real.index < end)]
-    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the validated "
+    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the calibrated "
              f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
                   occupancy_window=(begin, end), data_label=label,
@@ -269,7 +268,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     work at ideal speed / GPU time held), speed_mean (work / run time of jobs
     that finished with one run: slowdown from spread and colocation, migration
     pauses included), spread_share (first full attempt on > 1 server),
-    failed_jobs, wasted_gpu_hours (failed attempts), prerun_gpu_hours,
+    failed_jobs, wasted_gpu_hours (failed attempts), prerun_gpu_hours, prerun_caught_jobs (a failure struck during
+    the 1-GPU pre-run),
     quality_lost_mean (early stop). Cluster columns, the same on every row:
     busy_server_share and allocated_gpu_share over the arrival span, and
     busy_server_share_dates over ``dates_window`` (NaN without one).
@@ -284,6 +284,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     failed_s = gpu_s.where(att["outcome"] == "failed", 0.0).groupby(att["jobid"]).sum()
     prerun_s = gpu_s.where(att["prerun"], 0.0).groupby(att["jobid"]).sum()
     had_prerun = att.loc[att["prerun"], "jobid"].unique()
+    caught_in_prerun = att.loc[att["prerun"] & (att["outcome"] == "failed"), "jobid"].unique()
     work = workload.service_s.astype(float)
     if workload.converge_frac is not None:
         work = work * np.where(jobs["early_stopped"].to_numpy(), workload.converge_frac, 1.0)
@@ -303,6 +304,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
         "failed": (jobs["status"] == "Failed").to_numpy(),
         "wasted_s": failed_s.reindex(jobs["jobid"], fill_value=0.0).to_numpy(float),
         "prerun_s": prerun_s.reindex(jobs["jobid"], fill_value=0.0).to_numpy(float),
+        "prerun_caught": jobs["jobid"].isin(caught_in_prerun).to_numpy(),
         "quality_lost": np.asarray(extras.get("quality_lost", np.full(n, np.nan)), dtype=float),
     })
     counted = np.ones(n, dtype=bool) if measured is None else np.asarray(measured, dtype=bool)
@@ -329,6 +331,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
                 "speed_mean": sel["speed"].mean(), "spread_share": ran["spread"].mean(),
                 "failed_jobs": int(sel["failed"].sum()), "wasted_gpu_hours": sel["wasted_s"].sum() / 3600.0,
                 "prerun_gpu_hours": sel["prerun_s"].sum() / 3600.0, "quality_lost_mean": sel["quality_lost"].mean(),
+                "prerun_caught_jobs": int(sel["prerun_caught"].sum()),
                 "busy_server_share": busy, "allocated_gpu_share": allocated, "busy_server_share_dates": busy_dates,
             })
     return pd.DataFrame(rows)
@@ -358,47 +361,28 @@ def load_label(setting: str, factor: float) -> str:
 # --------------------------------------------------------------------------- confidence intervals
 
 
-def seed_ci(values, confidence: float = 0.95, method: str = "t", n_boot: int = 2000, seed: int = 0):
-    """Mean and confidence interval of per-seed values: Student t (``"t"``) or percentile bootstrap.
-
-    Returns ``(mean, low, high, n)``; the interval is NaN with fewer than 2 values
-    (or collapses to the mean when all values are equal).
-    """
-    v = pd.Series(values, dtype="float64").dropna().to_numpy()
-    n = len(v)
-    if n == 0:
-        return float("nan"), float("nan"), float("nan"), 0
-    mean = float(v.mean())
-    if n < 2:
-        return mean, float("nan"), float("nan"), n
-    if method == "t":
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-        return mean, mean - half, mean + half, n
-    if method == "bootstrap":
-        means = np.random.default_rng(seed).choice(v, size=(n_boot, n), replace=True).mean(axis=1)
-        low, high = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
-        return mean, float(low), float(high), n
-    raise ValueError(f"method must be 't' or 'bootstrap', got {method!r}")
-
-
-def summarize(table: pd.DataFrame, by: list[str], metrics: list[str], method: str = "t") -> pd.DataFrame:
-    """Mean and CI across seeds of each metric, per group: columns ``by + [metric, mean, ci_low, ci_high, n]``."""
+def summarize(table: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
+    """Mean and 95% interval across seeds of each metric, per group, on the metric's own scale
+    (:func:`metric_quantity`, :func:`.intervals.mean_interval`): columns ``by + [metric, mean, ci_low, ci_high, n,
+    method]``."""
     rows = []
     for key, group in table.groupby(by, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         for metric in metrics:
-            mean, low, high, n = seed_ci(group[metric], method=method)
-            rows.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": mean, "ci_low": low,
-                         "ci_high": high, "n": n})
-    return pd.DataFrame(rows, columns=[*by, "metric", "mean", "ci_low", "ci_high", "n"])
+            ci = mean_interval(group[metric], metric_quantity(metric))
+            rows.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": ci.mean, "ci_low": ci.low,
+                         "ci_high": ci.high, "n": ci.n, "method": ci.method})
+    return pd.DataFrame(rows, columns=[*by, "metric", "mean", "ci_low", "ci_high", "n", "method"])
 
 
 def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: list[str],
-                  relative: bool = False, method: str = "t") -> pd.DataFrame:
-    """Per-seed change of ``metric`` against the baseline arm (same seed and ``keys``), then its mean and CI.
+                  relative: bool = False) -> pd.DataFrame:
+    """Per-seed change of ``metric`` against the baseline arm (same seed and ``keys``), then its mean and interval.
 
-    ``relative``: the change as a share of the baseline value. Columns
-    ``keys + [arm, mean, ci_low, ci_high, n]`` for every arm but the baseline.
+    ``relative``: the change as a share of the baseline value, on the log scale of the per-seed ratios
+    (:func:`.intervals.ratio_interval`: a reduction stays above -100%); else the paired difference in the
+    metric's unit (:func:`.intervals.difference_interval`). Columns ``keys + [arm, mean, ci_low, ci_high, n,
+    method]`` for every arm but the baseline.
     """
     base = table[table[arm] == baseline].set_index([*keys, "seed"])[metric]
     rows = []
@@ -406,12 +390,10 @@ def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: li
     for key, group in others.groupby([*keys, arm], sort=False, dropna=False):
         values = group.set_index([*keys, "seed"])[metric]
         matched = base.reindex(values.index)
-        change = values - matched
-        if relative:
-            change = (change / matched).replace([np.inf, -np.inf], np.nan)
-        mean, low, high, n = seed_ci(change, method=method)
-        rows.append({**dict(zip([*keys, arm], key, strict=True)), "mean": mean, "ci_low": low, "ci_high": high, "n": n})
-    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n"])
+        ci = ratio_interval(values, matched) if relative else difference_interval(values, matched)
+        rows.append({**dict(zip([*keys, arm], key, strict=True)), "mean": ci.mean, "ci_low": ci.low,
+                     "ci_high": ci.high, "n": ci.n, "method": ci.method})
+    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n", "method"])
 
 
 # --------------------------------------------------------------------------- arms
@@ -447,6 +429,18 @@ METRIC_LABELS = {
 TIME_METRICS = {"queue_mean_s", "jct_mean_s", "jct_p99_s", "jct_p95_s", "frag_delay_mean_s"}
 
 
+def metric_quantity(metric: str) -> str:
+    """What kind of quantity a measured column is, for its interval (:data:`.intervals.QUANTITIES`): times are
+    durations, ``*_share`` columns shares, GPU-hours, speeds and quality losses positive; anything else real."""
+    if metric in TIME_METRICS or metric.endswith("_s"):
+        return "duration"
+    if metric.endswith("_share") or metric.endswith("_share_dates"):
+        return "share"
+    if metric in ("speed_mean", "quality_lost_mean") or metric.endswith("gpu_hours") or metric.endswith("_jobs"):
+        return "positive"
+    return "real"
+
+
 def rows_of(table: pd.DataFrame, experiment: str, population: str = "all jobs") -> pd.DataFrame:
     """One experiment's rows of the sweep table (with arms), for one population."""
     rows = table[(table["experiment"] == experiment) & (table["population"] == population)]
@@ -458,54 +452,54 @@ def rows_of(table: pd.DataFrame, experiment: str, population: str = "all jobs") 
 # --------------------------------------------------------------------------- sentences
 
 
-def change_verb(before: float, after: float, up: str = "raised", down: str = "cut", rel_tol: float = 0.005) -> str:
-    """How ``after`` compares with ``before``: up, down or 'left unchanged' (within ``rel_tol``)."""
-    if not (np.isfinite(before) and np.isfinite(after)):
-        return "changed (not computable)"
-    if abs(after - before) <= rel_tol * max(abs(before), abs(after), 1e-12):
-        return "left unchanged"
-    return up if after > before else down
-
-
-def paired_ci(rows: pd.DataFrame, base_arm: str, arm: str, metric: str,
-            relative: bool = True) -> tuple[float, float, float]:
-    """Change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds (relative, or in the metric's
-    unit): mean, CI low, CI high; NaN where a seed has no value (or a zero baseline, for a relative change)."""
+def paired_ratio(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> Interval:
+    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds
+    (:func:`.intervals.ratio_interval`); no interval unless every seed of ``arm`` has a ratio."""
     part = rows[rows["arm"].isin([base_arm, arm])]
-    change = paired_change(part, "arm", base_arm, metric, [], relative=relative)
-    seeds = part.loc[part["arm"] == arm, "seed"].nunique()
-    if change.empty or change.iloc[0]["n"] < max(seeds, 2):
-        return float("nan"), float("nan"), float("nan")
-    row = change.iloc[0]
-    return float(row["mean"]), float(row["ci_low"]), float(row["ci_high"])
+    base = part[part["arm"] == base_arm].groupby("seed")[metric].mean()
+    other = part[part["arm"] == arm].groupby("seed")[metric].mean()
+    ci = ratio_interval(other, base.reindex(other.index))
+    if ci.n < max(len(other), 2):
+        return Interval(ci.mean, float("nan"), float("nan"), ci.n, ci.method)
+    return ci
 
 
-def signed_duration(seconds: float) -> str:
-    return ("+" if seconds >= 0 else "−") + format_seconds(abs(seconds))
+def ratio_text(change: float, as_factor: bool = False) -> str:
+    """A relative change as a signed percentage ('+12%', '−3%', '±0%'), or as a factor ('×14', '×0.8')."""
+    if not np.isfinite(change):
+        return "n/a"
+    return f"×{change + 1:,.2g}" if as_factor else percent_text(change)
 
 
-def delay_change_text(before: float, after: float, paired) -> str:
-    """'1.0 min → 1.1 h, +1.1 h [95% CI +20.0 min, +1.9 h]': a change of a delay, in time (delays can be 0)."""
-    text = f"{format_seconds(before)} → {format_seconds(after)}"
-    mean, low, high = paired
-    if np.isfinite(mean):
-        text += f", {signed_duration(mean)}"
-        if np.isfinite(low) and np.isfinite(high):
-            text += f" [95% CI {signed_duration(low)}, {signed_duration(high)}]"
+def change_text(before: float, after: float, change: Interval | None = None, fmt=format_seconds) -> str:
+    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%]': both means (``fmt``), and the paired relative change with its
+    interval; as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
+    text = f"{fmt(before)} → {fmt(after)}"
+    if change is not None and np.isfinite(change.mean):
+        shown = [v for v in (change.mean, change.low, change.high) if np.isfinite(v)]
+        as_factor = max(shown) >= 1.0
+        text += f", {ratio_text(change.mean, as_factor)}"
+        if change.known:
+            text += f" [95% CI {ratio_text(change.low, as_factor)}, {ratio_text(change.high, as_factor)}]"
     return text
 
 
-def change_text(before: float, after: float, paired=None) -> str:
-    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%]': both means, and the paired relative change where known."""
-    text = f"{format_seconds(before)} → {format_seconds(after)}"
-    mean, low, high = paired if paired is not None else (float("nan"),) * 3
-    if not np.isfinite(mean) and np.isfinite(before) and np.isfinite(after) and before > 0:
-        mean = (after - before) / before
-    if np.isfinite(mean):
-        text += f", {percent_text(mean)}"
-        if np.isfinite(low) and np.isfinite(high):
-            text += f" [95% CI {percent_text(low)}, {percent_text(high)}]"
-    return text
+def compare_arms(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, what: str, fmt=format_seconds,
+                 up: str = "raised", down: str = "cut") -> str:
+    """'cut their mean JCT (2.1 d → 1.5 d, −29% [95% CI −35%, −22%])', or 'made no significant difference at 3
+    seeds to their mean JCT (...)': ``arm`` against ``base_arm`` in ``rows``, paired by seed
+    (:func:`paired_ratio`), the direction named only outside the interval (:func:`.intervals.changed`)."""
+    before, after = (mean_where(rows, metric, arm=a) for a in (base_arm, arm))
+    ci = paired_ratio(rows, base_arm, arm, metric)
+    return f"{changed(ci, what, up, down)} ({change_text(before, after, ci, fmt)})"
+
+
+def judged_change(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, fmt=format_seconds,
+                  up: str = "higher", down: str = "lower") -> str:
+    """'2.1 d → 1.5 d, −29% [95% CI −35%, −22%]: lower', or '...: no significant difference at 3 seeds'."""
+    before, after = (mean_where(rows, metric, arm=a) for a in (base_arm, arm))
+    ci = paired_ratio(rows, base_arm, arm, metric)
+    return f"{change_text(before, after, ci, fmt)}: {direction(ci, up, down)}"
 
 
 def percent_text(share: float) -> str:

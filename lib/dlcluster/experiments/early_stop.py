@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .common import paired_change, rows_of, summarize
+from .common import paired_change, percent_text, rows_of, summarize
+from .intervals import Interval, direction
 from .plots import load_colors
 
 
@@ -70,29 +71,44 @@ def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
     jct = paired_change(allj, "arm", base, "jct_mean_s", ["load_label"], relative=True)
     quality = summarize(allj[allj["arm"] != base], ["load_label", "arm"], ["quality_lost_mean"])
     out = saved.rename(columns={"mean": "gpu_hours_change", "ci_low": "gpu_hours_change_ci_low",
-                                "ci_high": "gpu_hours_change_ci_high"}).drop(columns="n")
+                                "ci_high": "gpu_hours_change_ci_high", "n": "seeds"}).drop(columns="method")
     out = out.merge(jct.rename(columns={"mean": "jct_change", "ci_low": "jct_change_ci_low",
-                                        "ci_high": "jct_change_ci_high"}).drop(columns="n"), on=["load_label", "arm"])
+                                        "ci_high": "jct_change_ci_high"}).drop(columns=["n", "method"]),
+                    on=["load_label", "arm"])
     out = out.merge(quality.rename(columns={"mean": "quality_lost", "ci_low": "quality_lost_ci_low",
-                                            "ci_high": "quality_lost_ci_high"}).drop(columns="metric"),
+                                            "ci_high": "quality_lost_ci_high"}).drop(columns=["metric", "n", "method"]),
                     on=["load_label", "arm"])
     tolerance = allj.drop_duplicates("arm").set_index("arm")["tolerance"]
     out["tolerance"] = out["arm"].map(tolerance)
     return out.sort_values(["load_label", "tolerance"], kind="stable").reset_index(drop=True)
 
 
+def _saved_text(row) -> str:
+    """'12.3% of GPU-hours saved [95% CI 10.1%, 14.2%]', or the change with 'no significant difference at 3 seeds'."""
+    change = Interval(row.gpu_hours_change, row.gpu_hours_change_ci_low, row.gpu_hours_change_ci_high,
+                      int(row.seeds), "")
+    interval = (f" [95% CI {-100 * change.high:.1f}%, {-100 * change.low:.1f}%]" if change.known else "")
+    verdict = direction(change, up="more GPU-hours", down="saved")
+    if verdict == "saved":
+        return f"{-100 * change.mean:.1f}% of GPU-hours saved{interval}"
+    if verdict == "more GPU-hours":
+        return f"{100 * change.mean:.1f}% more GPU-hours [95% CI {100 * change.low:.1f}%, {100 * change.high:.1f}%]"
+    interval = f" [95% CI {percent_text(change.low)}, {percent_text(change.high)}]" if change.known else ""
+    return f"GPU-hours {percent_text(change.mean)}{interval}: {verdict}"
+
+
 def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:
-    """One sentence: GPU-hours saved and quality lost per tolerance, at ``main_load`` and the other loads."""
+    """One sentence: GPU-hours saved (paired by seed, 'saved' only where the interval excludes no change) and the
+    quality lost per tolerance, at ``main_load`` and the other loads."""
     main = savings[savings["load_label"] == main_load]
-    listed = ", ".join(f"within {t:.1%}: {-100 * g:.1f}% of GPU-hours saved for a mean quality loss of {100 * q:.3f}%"
-                       for t, g, q in zip(main["tolerance"], main["gpu_hours_change"], main["quality_lost"],
-                                          strict=True))
+    listed = ", ".join(f"within {row.tolerance:.1%}: {_saved_text(row)} for a mean quality loss of "
+                       f"{100 * row.quality_lost:.3f}%" for row in main.itertuples())
     others = savings[savings["load_label"] != main_load]
     other_text = "; ".join(
-        f"at {load}: " + ", ".join(f"{-100 * g:.1f}%" for g in rows["gpu_hours_change"])
+        f"at {load}: " + ", ".join(_saved_text(row) for row in rows.itertuples())
         for load, rows in others.groupby("load_label", sort=False))
     return (f"Stopping each job once its learning curve comes within a tolerance of its best, at {main_load}: "
-            f"{listed}" + (f" (GPU-hours saved {other_text})" if other_text else "") + ".")
+            f"{listed}" + (f" ({other_text})" if other_text else "") + ".")
 
 
 def plot_early_stop(savings: pd.DataFrame, loads: list[str]):

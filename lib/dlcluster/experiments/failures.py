@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
-from .common import cached_trace, format_seconds, paired_change, rows_of, summarize
+from .common import cached_trace, format_seconds, paired_change, percent_text, rows_of, summarize
+from .intervals import Interval, changed
 from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
@@ -51,53 +52,106 @@ def failure_model(name: str, trace: str = "public") -> FailureModel:
     raise ValueError(f"failure_model must be one of {sorted(FAILURE_MODEL_NAMES)}, got {name!r}")
 
 
-def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
-    """Experiment 3 per (failure model, load, retry policy): GPU time lost and delay added to good jobs.
+def earliest_rtf_s(model: FailureModel) -> float:
+    """The shortest runtime to failure any class of ``model`` can draw (seconds): a pre-run shorter than this can
+    catch no failure."""
+    return float(min(c.rtf_from_uniform(np.array([1e-12]))[0] for c in model.classes))
 
-    ``wasted_share`` / ``prerun_share``: GPU-hours of failed attempts / of
-    pre-runs as a share of all GPU-hours of the run (mean and CI over seeds);
-    ``good_jct_added_s``: the change in mean JCT of the jobs the failure model
-    does not hit (the same jobs in every arm), against the run without
-    failures of the same seed (paired).
+
+def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
+    """Experiment 3 per (failure model, load, retry policy): GPU time lost, what failures did to the cluster's load
+    and to the jobs they do not hit.
+
+    ``wasted_share`` / ``prerun_share``: GPU-hours of failed attempts / of pre-runs as a share of all GPU-hours of
+    the run; ``prerun_caught``: jobs whose failure struck during the 1-GPU pre-run (mean over seeds);
+    ``gpu_hours_change``: all GPU-hours of the run against the same seed's run without failures (relative);
+    ``good_jct_change`` / ``good_wait_change``: mean JCT / mean queueing delay of the jobs the failure model does not
+    hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed).
+    Each with its 95% interval (``_ci_low``, ``_ci_high``; :mod:`.intervals`).
     """
     allj = rows_of(table, "failures").query("bucket == 'all'").copy()
     allj["wasted_share"] = allj["wasted_gpu_hours"] / allj["gpu_hours"]
     allj["prerun_share"] = allj["prerun_gpu_hours"] / allj["gpu_hours"]
     keys = ["failure_model", "load_label"]
-    shares = summarize(allj[allj["retry"] != "none"], [*keys, "arm"], ["wasted_share", "prerun_share"])
+    shares = summarize(allj[allj["retry"] != "none"], [*keys, "arm"],
+                       ["wasted_share", "prerun_share", "prerun_caught_jobs", "failed_jobs"])
     shares = shares.pivot_table(index=[*keys, "arm"], columns="metric", values=["mean", "ci_low", "ci_high"],
                                 sort=False)
     shares.columns = [f"{m}_{stat}" for stat, m in shares.columns]
+    out = shares.reset_index()
     good = rows_of(table, "failures", "good jobs").query("bucket == 'all'")
-    added = paired_change(good, "retry", "none", "jct_mean_s", keys).rename(
-        columns={"retry": "arm", "mean": "good_jct_added_s", "ci_low": "good_jct_added_ci_low",
-                 "ci_high": "good_jct_added_ci_high"})
-    added["arm"] = added["arm"].map(RETRY_NAMES)
-    return shares.reset_index().merge(added.drop(columns="n"), on=[*keys, "arm"], how="left")
+    for name, rows, metric in (("gpu_hours_change", allj, "gpu_hours"), ("good_jct_change", good, "jct_mean_s"),
+                               ("good_wait_change", good, "queue_mean_s")):
+        change = paired_change(rows, "retry", "none", metric, keys, relative=True).rename(
+            columns={"retry": "arm", "mean": name, "ci_low": f"{name}_ci_low", "ci_high": f"{name}_ci_high"})
+        change["arm"] = change["arm"].map(RETRY_NAMES)
+        out = out.merge(change.drop(columns=["n", "method"]), on=[*keys, "arm"], how="left")
+    return out
 
 
-def failures_conclusion(costs: pd.DataFrame, main_load: str) -> str:
-    """One sentence per failure model at ``main_load``: GPU time wasted and good jobs' delay per retry policy."""
+def _interval(row, name: str) -> Interval:
+    return Interval(getattr(row, name), getattr(row, f"{name}_ci_low"), getattr(row, f"{name}_ci_high"),
+                    int(getattr(row, "seeds", 0)), "")
+
+
+def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
+                        earliest_rtf: dict[str, float] | None = None, prerun_s: float | None = None) -> str:
+    """Sentences per failure model at ``main_load``: GPU time wasted per retry policy; what the failures did to the
+    never-failing jobs, and why (the cluster's GPU-hours and their waits, measured in the same runs); what the
+    pre-run caught, and why it could not catch more (``earliest_rtf``: the model's shortest runtime to failure,
+    :func:`earliest_rtf_s`). Directions only where the interval over ``seeds`` excludes no change."""
     parts = []
     for model, rows in costs[costs["load_label"] == main_load].groupby("failure_model", sort=False):
-        listed = []
-        for row in rows.itertuples():
-            prerun = f" (+{100 * row.prerun_share_mean:.1f}% on pre-runs)" if row.prerun_share_mean > 0 else ""
-            added = f"{'+' if row.good_jct_added_s >= 0 else '−'}{format_seconds(abs(row.good_jct_added_s))}"
-            if np.isfinite(row.good_jct_added_ci_low):
-                added += (f" [95% CI {format_seconds(row.good_jct_added_ci_low)}, "
-                          f"{format_seconds(row.good_jct_added_ci_high)}]").replace("-", "−")
-            listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts{prerun}, "
-                          f"mean JCT of never-failing jobs {added}")
+        rows = rows.assign(seeds=seeds)
         named = {"fitted": "the failure model fitted to the public data",
                  "illustrative": "the simulator's illustrative failure model"}.get(model, f"failure model {model}")
-        parts.append(f"with {named}, " + "; ".join(listed))
-    return (f"At {main_load}, " + "; ".join(parts)
-            + " (JCT changes against the same seed's run without failures).")
+        listed = []
+        for row in rows.itertuples():
+            prerun = "" if not row.prerun_share_mean > 0 else (
+                f" (+{100 * row.prerun_share_mean:.1f}% on pre-runs, which caught {row.prerun_caught_jobs_mean:.1f} "
+                "failing jobs per window)")
+            listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts "
+                          f"[95% CI {100 * row.wasted_share_ci_low:.1f}%, {100 * row.wasted_share_ci_high:.1f}%]"
+                          f"{prerun}")
+        text = f"With {named}, " + "; ".join(listed) + "."
+        effects = []
+        for row in rows.itertuples():
+            jct, load, wait = (_interval(row, n) for n in ("good_jct_change", "gpu_hours_change", "good_wait_change"))
+            effects.append(f"under {row.arm} the failures {changed(load, 'the GPU-hours of the run')} "
+                           f"({_ci_text(load)}), {changed(wait, 'the mean wait of the never-failing jobs')} "
+                           f"({_ci_text(wait)}) and {changed(jct, 'their mean JCT')} ({_ci_text(jct)})")
+        text += " Against the same window without failures, " + "; ".join(effects) + "."
+        loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
+        waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
+        if any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits):
+            text += (" The never-failing jobs wait less because the injected failures remove work from the "
+                     "cluster: a job the model hits fails each attempt after its drawn runtime to failure and, once "
+                     "its retries are spent (or at once, for a class that is not retried), stops before its recorded "
+                     "duration, which already held its real failed attempts; less demand, shorter queues.")
+        if prerun_s and earliest_rtf and model in earliest_rtf:
+            first = earliest_rtf[model]
+            caught = float(rows["prerun_caught_jobs_mean"].fillna(0).sum())
+            if first >= prerun_s:
+                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs per window: this "
+                         f"model's shortest runtime to failure is {format_seconds(first)}, no shorter than the pre-run"
+                         + (" (its runtimes come from the DRE records, which hold only jobs that ran at least 5 "
+                            "minutes)" if model == "fitted" else "")
+                         + ", so a pre-run can only cost GPU time here.")
+            else:
+                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs per window (this "
+                         f"model's runtimes to failure start at {format_seconds(first)}).")
+        parts.append(text)
+    return f"At {main_load}: " + " ".join(parts)
+
+
+def _ci_text(ci: Interval) -> str:
+    return f"{percent_text(ci.mean)} [95% CI {percent_text(ci.low)}, {percent_text(ci.high)}]" if ci.known \
+        else percent_text(ci.mean)
 
 
 def plot_failures(costs: pd.DataFrame, loads: list[str]):
-    """Per failure model: GPU time lost to failures and pre-runs, and good jobs' added JCT, per retry policy."""
+    """Per failure model: GPU time lost to failures and pre-runs, and the never-failing jobs' JCT change, per retry
+    policy."""
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(costs["failure_model"]))
@@ -116,15 +170,16 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             axes[r][0].bar(xs, wasted, width, color=colors[load], label=load,
                            yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
             axes[r][0].bar(xs, prerun, width, bottom=wasted, color=colors[load], alpha=0.35, hatch="//")
-            added = rows["good_jct_added_s"].to_numpy(float) / 60
-            err = np.vstack([added - rows["good_jct_added_ci_low"] / 60, rows["good_jct_added_ci_high"] / 60 - added])
-            axes[r][1].bar(xs, added, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
+            change = 100 * rows["good_jct_change"].to_numpy(float)
+            err = 100 * np.vstack([rows["good_jct_change"] - rows["good_jct_change_ci_low"],
+                                   rows["good_jct_change_ci_high"] - rows["good_jct_change"]])
+            axes[r][1].bar(xs, change, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
         axes[r][0].set_ylabel("% of all GPU-hours")
         axes[r][0].set_title(f"GPU time on failed attempts (hatched: pre-runs) · {FAILURE_MODEL_NAMES[model]}",
                              fontsize=9)
         axes[r][1].axhline(0, color="k", lw=0.8)
-        axes[r][1].set_ylabel("minutes")
-        axes[r][1].set_title(f"change in mean JCT of jobs that never fail vs no failures · "
+        axes[r][1].set_ylabel("% change vs no failures")
+        axes[r][1].set_title(f"mean JCT of jobs that never fail, vs the same window without failures · "
                              f"{FAILURE_MODEL_NAMES[model]}", fontsize=9)
         axes[r][0].set_ylim(bottom=0)
         for ax in axes[r]:

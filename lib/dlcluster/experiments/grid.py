@@ -9,20 +9,21 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ..report.plotting import duration_axis, place_legend
 from ..sim import Migration, Workload, make_policy, simulate
 from ..sim.failures import RETRY_PRESETS
 from ..sim.slowdown import default_slowdown_model
 from .common import (
     EXPERIMENTS,
     Inputs,
-    ValidatedReplay,
+    CalibratedReplay,
     load_inputs,
     load_key,
     load_label,
     measure,
     resample_periods,
     scale_load,
-    validated_inputs,
+    replay_window_inputs,
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
@@ -34,11 +35,11 @@ from .policies import POLICY_NAMES
 
 def inputs_fingerprint(trace: str, max_jobs: int | None = None, racks: int | None = None,
                        start: str | None = None, curve_source: str = "pollux",
-                       replay: ValidatedReplay | None = None, cache_dir: str | None = None) -> str:
+                       replay: CalibratedReplay | None = None, cache_dir: str | None = None) -> str:
     """sha256 of everything a cell reads besides code: jobs, machines, quotas, occupancy, failure fit, curves.
 
     Put it in every cell so that the sweep cache notices changed data. With
-    ``replay`` (the validated replay), the jobs, machines and parameters are
+    ``replay`` (the calibrated replay), the jobs, machines and parameters are
     those the calibration's cache key covers.
     """
     digest = hashlib.sha256()
@@ -71,31 +72,31 @@ class GridSpec:
     experiment_loads: tuple  # experiments 1-4
     policy_loads: tuple      # experiment 5
     oracle_loads: tuple      # the loads at which SRTF runs (its preemptions make heavy loads slow to simulate)
-    #: the validated replay (real load, calibrated parameters); None: the Pollux jobs, load calibrated by compression
-    replay: ValidatedReplay | None = None
+    #: the calibrated replay (real load, calibrated parameters); None: the Pollux jobs, load calibrated by compression
+    replay: CalibratedReplay | None = None
     #: extra scaled loads for some of experiments 1-4, a sensitivity axis: ((experiment, (factor, ...)), ...)
     sensitivity: tuple = ()
 
 
 GRIDS = {
-    # the validated replay at the real load: three 6-day measurement windows of the held-out span (one per seed,
+    # the calibrated replay at the real load: three 6-day measurement windows of the held-out span (one per seed,
     # before RFold's completeness horizon), each warm-started two weeks before; policies also at loads x0.8 and
     # x1.25 (sensitivity). About 100 simulations of ~3 s: a few minutes on 2 cores
     "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                      relax_after_s=(60.0, 180.0, 900.0), tolerances=(0.001, 0.01, 0.05),
                      failure_models=("fitted",), policies=tuple(POLICY_NAMES),
                      experiment_loads=("real",), policy_loads=("real", 0.8, 1.25), oracle_loads=("real",),
-                     replay=ValidatedReplay(window_days=6.0, window_warmup_days=14.0)),
+                     replay=CalibratedReplay(window_days=6.0, window_warmup_days=14.0)),
     # notebook 05's small calibration (7 fit days, 12 days replayed, 4 trials), 1-day windows warm-started 1 day
     # before: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                       relax_after_s=(60.0, 180.0), tolerances=(0.01,), failure_models=("illustrative",),
                       policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
                       oracle_loads=(),
-                      replay=ValidatedReplay(fit_days=7, replay_days=12, warmup_days=7,
+                      replay=CalibratedReplay(fit_days=7, replay_days=12, warmup_days=7,
                                              calibration_trials=4, window_days=1.0,
                                              window_warmup_days=1.0)),
-    # before the validated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
+    # before the calibrated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
     # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks
     "pollux-small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
                       calibration_loads=(1.0, 2.0, 4.0, 8.0),
@@ -141,9 +142,9 @@ def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibr
     """The cells of the five experiments at their load settings.
 
     ``calibrated``: the load factor calibrated to the real occupancy (the
-    Pollux grids); ``default_relax_s``: Philly's relax timeout (the validated
-    replay's calibrated one), always among the locality timeouts;
-    ``calibration_cache``: where the validated replay's calibration is cached;
+    Pollux grids); ``default_relax_s``: Philly's relax timeout (the
+    calibrated replay's), always among the locality timeouts;
+    ``calibration_cache``: where the calibrated replay's calibration is cached;
     ``interference_scenarios``: ``{name: (speed of a one-server job with neighbours, of a spread one)}``, the
     assumed colocation slowdowns the interference experiment runs under (no real data measure them), each a
     scenario of its own (default :data:`NO_INTERFERENCE_SCENARIO`).
@@ -223,14 +224,14 @@ def simulation_options(cell: dict, workload: Workload,
                        philly: dict | None = None) -> tuple[object, dict, Workload, dict]:
     """Policy, simulator options, the workload (possibly with convergence points) and per-job extras.
 
-    ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the validated replay's calibrated ones).
+    ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the calibrated replay's calibrated ones).
     """
     experiment = cell["experiment"]
     philly = dict(philly or {})
     extras = {}
     options = {}
     if experiment in ("locality", "interference"):
-        # they compare placements, so they need the slowdown model (on the validated replay, whose real durations
+        # they compare placements, so they need the slowdown model (on the calibrated replay, whose real durations
         # already hold the real placements' slowdown, it comes on top: compare arms, not absolute levels); the
         # interference experiment adds its scenario's assumed colocation slowdown
         options["slowdown"] = "default"
@@ -289,7 +290,7 @@ def run_cell(cell: dict) -> pd.DataFrame:
     """Run one cell (the sweep function): simulate and measure. See :data:`EXPERIMENTS` for ``experiment``.
 
     Common parameters: ``trace``, ``seed``, ``resample_block_days``, ``load``, and either ``replay`` (the
-    validated replay, :class:`ValidatedReplay` as a dict; ``seed`` picks its measurement window) with
+    calibrated replay, :class:`CalibratedReplay` as a dict; ``seed`` picks its measurement window) with
     ``calibration_cache``, or ``max_jobs``, ``racks``, ``start`` (the Pollux jobs).
     """
     inputs = cell_inputs(cell)
@@ -305,9 +306,9 @@ def run_cell(cell: dict) -> pd.DataFrame:
 
 
 def cell_inputs(cell: dict) -> Inputs:
-    """The inputs a cell replays: a window of the validated replay (``replay`` given) or the Pollux jobs."""
+    """The inputs a cell replays: a window of the calibrated replay (``replay`` given) or the Pollux jobs."""
     if cell.get("replay") is not None:
-        return validated_inputs(cell["trace"], ValidatedReplay.from_cell(cell["replay"]), int(cell["seed"]),
+        return replay_window_inputs(cell["trace"], CalibratedReplay.from_cell(cell["replay"]), int(cell["seed"]),
                                 cell.get("calibration_cache"))
     return load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
 
@@ -352,17 +353,16 @@ def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
     ax.set_xlabel("load factor (inter-arrival times divided by it)")
     ax.set_ylabel("share of the cluster")
     ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=7, loc="lower right")
+    place_legend(ax, fontsize=7)
     ax.set_title("Calibrating the load to the real occupancy", fontsize=10)
     ax = axes[1]
     ax.plot(rows["load"], np.maximum(rows["queue_mean_s"], TIME_FLOOR_S), "o-", color="#8172B2",
             label="mean queueing delay")
     ax.plot(rows["load"], np.maximum(rows["jct_mean_s"], TIME_FLOOR_S), "o-", color="0.4", label="mean JCT")
     ax.axvline(factor, color="#C44E52", lw=1.5)
-    ax.set_yscale("log")
-    ax.set_yticks([1, 60, 3600, 86400], ["1s", "1m", "1h", "1d"])
+    duration_axis(ax, "y", "time")
     ax.set_xlabel("load factor")
-    ax.legend(fontsize=8)
+    place_legend(ax, fontsize=8)
     ax.set_title("Waiting and completion time (Philly policy)", fontsize=10)
     fig.tight_layout()
     return fig

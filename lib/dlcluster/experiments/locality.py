@@ -5,16 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..sim import PhillyPolicy
-from .common import (
-    best_arm,
-    change_text,
-    change_verb,
-    delay_change_text,
-    format_seconds,
-    mean_where,
-    paired_ci,
-    short_duration,
-)
+from .common import best_arm, compare_arms, format_seconds, judged_change, short_duration
 
 #: A job that holds its GPUs at least this long counts as long (locality experiment).
 LONG_JOB_S = 3600.0
@@ -53,24 +44,25 @@ def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_
     """One sentence: strict locality vs Philly's default relaxation for ``bucket`` jobs, load by load:
     queueing delay, JCT and the useful share of their GPU time.
 
-    ``rows``: the locality experiment's rows (with ``arm``, ``load_label``,
-    ``seed``); changes are paired by seed, with their 95% CI.
+    ``rows``: the locality experiment's rows (with ``arm``, ``load_label``, ``seed``); each change is paired by
+    seed, with its 95% interval, and named as a direction only where the interval excludes no change.
     """
     strict = "strict locality"
     clauses = []
     for load in [main_load, *[lo for lo in loads if lo != main_load]]:
         part = rows[(rows["load_label"] == load) & (rows["bucket"] == bucket)]
-        q0, q1 = (mean_where(part, "queue_mean_s", arm=a) for a in (default_arm, strict))
-        j0, j1 = (mean_where(part, "jct_mean_s", arm=a) for a in (default_arm, strict))
-        u0, u1 = (mean_where(part, "useful_share", arm=a) for a in (default_arm, strict))
-        clauses.append(
-            f"at {load} it {change_verb(q0, q1)} their mean queueing delay "
-            f"({delay_change_text(q0, q1, paired_ci(part, default_arm, strict, 'queue_mean_s', relative=False))}), "
-            f"{change_verb(u0, u1)} the useful share of their GPU time ({u0:.0%} → {u1:.0%}) "
-            f"and {change_verb(j0, j1)} their "
-            f"mean JCT ({change_text(j0, j1, paired_ci(part, default_arm, strict, 'jct_mean_s'))})")
-    best, value = best_arm(rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)], "jct_mean_s")
-    tail = f"; the lowest mean JCT for them at {main_load} came with '{best}' ({format_seconds(value)})" \
-        if best is not None else ""
+        queue = compare_arms(part, default_arm, strict, "queue_mean_s", "their mean queueing delay")
+        useful = compare_arms(part, default_arm, strict, "useful_share", "the useful share of their GPU time",
+                              fmt=lambda v: f"{v:.0%}")
+        jct = compare_arms(part, default_arm, strict, "jct_mean_s", "their mean JCT")
+        clauses.append(f"at {load} it {queue}, {useful} and {jct}")
+    at_main = rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)]
+    best, value = best_arm(at_main, "jct_mean_s")
+    tail = ""
+    if best is not None and best != default_arm:
+        tail = (f"; the lowest mean JCT for them at {main_load} came with '{best}' (against the default: "
+                f"{judged_change(at_main, default_arm, best, 'jct_mean_s')})")
+    elif best is not None:
+        tail = f"; the lowest mean JCT for them at {main_load} came with the default ({format_seconds(value)})"
     return (f"Holding {bucket}-GPU jobs to strict locality instead of Philly's '{default_arm}': "
             + "; ".join(clauses) + tail + ".")

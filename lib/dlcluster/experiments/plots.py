@@ -1,10 +1,16 @@
-"""Figures shared by the experiments: points with confidence intervals per arm and load."""
+"""Figures shared by the experiments: points with confidence intervals per arm and load.
+
+They keep the rules of :mod:`dlcluster.report.plotting`: every interval inside its panel, times on a log axis in
+round durations with their unit, arms told apart by marker as well as colour, category labels wrapped (not rotated),
+panels stacked when a row would be too wide to read.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..report.plotting import duration_axis, wrap_labels
 from .common import METRIC_LABELS, TIME_METRICS
 
 LOAD_COLORS = ("#4C72B0", "#DD8452", "#C44E52", "#8172B2", "#55A868")
@@ -17,21 +23,37 @@ def load_colors(loads) -> dict:
 
 POLICY_COLORS = {"FIFO": "#8C8C8C", "Philly": "#4C72B0", "Tiresias 2D-LAS": "#55A868",
                  "Tiresias Gittins": "#DD8452", "SRTF (oracle bound)": "#C44E52"}
-
+#: One marker per hue, so that arms with the same value (FIFO and Philly often tie) stay told apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 
 TIME_FLOOR_S = 1.0
+#: The widest a row of panels may be (inches); a wider grid is stacked, one metric per row.
+MAX_ROW_WIDTH_IN = 18.0
+#: Horizontal room for one x position (inches), so that wrapped category labels do not collide.
+POSITION_WIDTH_IN = 0.95
+
+
+def metric_unit(metric: str) -> str:
+    """The y label of a metric: its name and unit (times are given by their log axis)."""
+    label = METRIC_LABELS.get(metric, metric)
+    if metric in TIME_METRICS:
+        return label
+    if metric.endswith("_share"):
+        return f"{label} (share)"
+    if metric == "speed_mean":
+        return f"{label} (work / run time)"
+    return label
 
 
 def plot_points(ax, summary: pd.DataFrame, metric: str, x: str, hue: str, x_order: list, hue_order: list,
                 colors: dict, width: float = 0.7) -> None:
-    """Mean (marker) and CI (bar) of ``metric`` per (x, hue); hues side by side within each x position.
-
-    Time metrics go on a log axis, values below 1 s drawn at 1 s.
-    """
+    """Mean (marker) and 95% interval (bar) of ``metric`` per (x, hue); hues side by side within each x position,
+    each with its own marker. The panel's range holds every interval. Time metrics go on a log axis (values below
+    1 s drawn at 1 s)."""
     rows = summary[summary["metric"] == metric]
     step = width / max(len(hue_order), 1)
     is_time = metric in TIME_METRICS
-    means = []
+    shown = []
     for k, h in enumerate(hue_order):
         part = rows[rows[hue] == h].set_index(x).reindex(x_order)
         xs = np.arange(len(x_order)) - width / 2 + step * (k + 0.5)
@@ -39,47 +61,50 @@ def plot_points(ax, summary: pd.DataFrame, metric: str, x: str, hue: str, x_orde
         if is_time:
             mean, low, high = (np.maximum(v, TIME_FLOOR_S) for v in (mean, low, high))
         err = np.vstack([np.where(np.isnan(low), 0, mean - low), np.where(np.isnan(high), 0, high - mean)])
-        ax.errorbar(xs, mean, yerr=err, fmt="o", ms=5, capsize=2, color=colors.get(h, "0.3"), label=str(h))
-        means.extend(mean[np.isfinite(mean)])
-    ax.set_xticks(range(len(x_order)), [str(v) for v in x_order])
+        ax.errorbar(xs, mean, yerr=err, fmt=MARKERS[k % len(MARKERS)], ms=5, capsize=2,
+                    color=colors.get(h, "0.3"), label=str(h), mfc="white" if k % 2 else None)
+        shown.extend(v for v in (*mean, *low, *high) if np.isfinite(v))
+    ax.set_xticks(range(len(x_order)), wrap_labels(x_order, 12), fontsize=8)
     ax.grid(False, axis="x")
     ax.grid(alpha=0.3, axis="y")
-    if not means:
+    ax.set_ylabel(metric_unit(metric))
+    if not shown:
         return
-    # the axis follows the means; an interval reaching past it is cut at the edge
-    lo, hi = min(means), max(means)
+    lo, hi = min(shown), max(shown)
     if is_time:
         ax.set_yscale("log")
-        ticks = [1, 60, 3600, 86400, 604800, 6048000]
-        ax.set_yticks(ticks, ["1s", "1m", "1h", "1d", "1w", "10w"])
-        ax.set_ylim(max(lo / 4, 0.7), hi * 4)
+        duration_axis(ax, "y", METRIC_LABELS.get(metric, metric), max(lo / 1.6, 0.7), hi * 1.6)
     else:
-        pad = 0.15 * (hi - lo) if hi > lo else 0.1 * max(abs(hi), 1e-9)
+        pad = 0.08 * (hi - lo) if hi > lo else 0.1 * max(abs(hi), 1e-9)
         ax.set_ylim(lo - pad, hi + pad)
-    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
 
 
 def metric_grid(summary: pd.DataFrame, metrics: list[str], loads: list[str], x: str, hue: str, x_order: list,
                 hue_order: list, colors: dict, title: str, legend_title: str = "", panel_width: float = 5.0):
-    """Rows = load settings, columns = metrics; each panel a :func:`plot_points`. Intervals past the
-    panel's range (set by the means) are cut at its edge."""
+    """Rows = load settings, columns = metrics; each panel a :func:`plot_points`. A panel is wide enough for its x
+    positions' wrapped labels; a row that would be wider than :data:`MAX_ROW_WIDTH_IN` is stacked (one metric per
+    row)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(loads), len(metrics), figsize=(panel_width * len(metrics), 3.3 * len(loads) + 1),
-                             squeeze=False, sharex=True)
-    for r, load in enumerate(loads):
-        for c, metric in enumerate(metrics):
-            ax = axes[r][c]
-            plot_points(ax, summary[summary["load_label"] == load], metric, x, hue, x_order, hue_order, colors)
-            ax.set_title(f"{METRIC_LABELS.get(metric, metric)} · {load}", fontsize=9)
-            if r == len(loads) - 1:
-                ax.tick_params(axis="x", labelrotation=35)
-                for label in ax.get_xticklabels():
-                    label.set_horizontalalignment("right")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    top = 1 - 0.9 / fig.get_figheight()
+    width = max(panel_width, POSITION_WIDTH_IN * len(x_order) + 1.0)
+    stacked = width * len(metrics) > MAX_ROW_WIDTH_IN and len(metrics) > 1
+    if stacked:
+        width = min(max(width, 8.0), MAX_ROW_WIDTH_IN)
+        grid = [(load, metric) for load in loads for metric in metrics]
+        fig, axes = plt.subplots(len(grid), 1, figsize=(width, 3.0 * len(grid) + 1.2), squeeze=False)
+        cells = [(axes[i][0], load, metric) for i, (load, metric) in enumerate(grid)]
+    else:
+        fig, axes = plt.subplots(len(loads), len(metrics), figsize=(width * len(metrics), 3.3 * len(loads) + 1.2),
+                                 squeeze=False)
+        cells = [(axes[r][c], load, metric) for r, load in enumerate(loads) for c, metric in enumerate(metrics)]
+    for ax, load, metric in cells:
+        plot_points(ax, summary[summary["load_label"] == load], metric, x, hue, x_order, hue_order, colors)
+        ax.set_title(f"{METRIC_LABELS.get(metric, metric)} · {load}", fontsize=9)
+    handles, labels = cells[0][0].get_legend_handles_labels()
+    top = 1 - 0.95 / fig.get_figheight()
     fig.tight_layout(rect=(0, 0, 1, top))
     fig.suptitle(title, y=1 - 0.15 / fig.get_figheight(), fontsize=11)
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.35 / fig.get_figheight()), title=legend_title, title_fontsize=9)
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()), title=legend_title, title_fontsize=9,
+               fontsize=8)
     return fig

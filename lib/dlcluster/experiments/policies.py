@@ -7,15 +7,16 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, change_text, format_seconds, mean_where, paired_ci
+from .common import best_arm, format_seconds, judged_change, mean_where
+from .intervals import mean_interval
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
 
 
 def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
-    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired), the SRTF
-    bound, and the p99 JCT of ``bucket`` jobs."""
+    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired by seed, named
+    lower or higher only outside its interval), the SRTF bound, and the p99 JCT of ``bucket`` jobs."""
     clauses = []
     oracle = POLICY_NAMES["srtf"]
     for load in loads:
@@ -34,9 +35,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
             continue
         # compare the best with Philly, or, when Philly is the best, the runner-up with Philly
         other, _ = best_arm(everyone, "jct_mean_s", exclude=(oracle, "Philly")) if best == "Philly" else (best, 0)
-        philly = mean_where(everyone, "jct_mean_s", arm="Philly")
-        change = change_text(philly, mean_where(everyone, "jct_mean_s", arm=other),
-                              paired_ci(everyone, "Philly", other, "jct_mean_s")) if other else "n/a"
+        change = judged_change(everyone, "Philly", other, "jct_mean_s") if other else "n/a"
         srtf = mean_where(everyone, "jct_mean_s", arm=oracle)
         bound = f"; SRTF bound {format_seconds(srtf)}" if np.isfinite(srtf) else "; SRTF not run at this load"
         large = at[at["bucket"] == bucket]
@@ -82,3 +81,26 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
                      f"({format_seconds(means[group[0]])}); their jobs waited on average {format_seconds(frag)} for "
                      f"locality and {format_seconds(fair)} for a quota or cap{note}")
     return "".join(f"; {p}" for p in parts)
+
+
+def policy_context(rows: pd.DataFrame, load: str, arm: str = "Philly") -> str:
+    """What the queue gives the policies to act on at ``load``, measured in the same runs under ``arm``: the share of
+    jobs that waited for GPUs at all and the mean wait, overall and per job size (95% intervals over seeds)."""
+    at = rows[(rows["load_label"] == load) & (rows["arm"] == arm)]
+    everyone = at[at["bucket"] == "all"]
+    if everyone.empty:
+        return f"No {arm} run at {load}."
+    waited = mean_interval(everyone["waited_share"], "share")
+    wait = mean_interval(everyone["queue_mean_s"], "duration")
+    by_size = []
+    for size in SIZE_BUCKETS:
+        part = at[(at["bucket"] == size) & (at["jobs"] > 0)]
+        if len(part):
+            by_size.append(f"{size} GPU{'' if size == '1' else 's'} {format_seconds(part['queue_mean_s'].mean())}")
+    interval = (f" [95% CI {waited.low:.1%}, {waited.high:.1%}]" if waited.known else "")
+    wait_interval = (f" [95% CI {format_seconds(wait.low)}, {format_seconds(wait.high)}]" if wait.known else "")
+    acts = ("so queue order and preemption had almost nothing to act on, and the policies can only tie here"
+            if waited.mean < 0.01 else "so queue order and preemption had queues to act on")
+    return (f"Under {arm} at {load}, {waited.mean:.1%}{interval} of the jobs waited for GPUs at all (behind other "
+            f"jobs, a quota or cap, or locality), and the mean wait of all jobs was {format_seconds(wait.mean)}"
+            f"{wait_interval}" + (f" (by job size: {', '.join(by_size)})" if by_size else "") + f": {acts}.")

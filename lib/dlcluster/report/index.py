@@ -243,12 +243,16 @@ def scorecard_section(out_dir: Path) -> str:
                                       for r in card.itertuples()],
         "provenance": card["provenance"].map(_tag),
         "ours": [_ours_cell(r) for r in card.itertuples()],
-        "why, or by how much": card["detail"].map(_esc)})
+        "why, or by how much": [_esc(r.detail) + (f"<br><small>like for like: {_esc(r.like_for_like)}</small>"
+                                                  if getattr(r, "like_for_like", "") else "")
+                                for r in card.itertuples()]})
     summary = " · ".join(f"{_verdict(v)} {tally[v]}" for v in VERDICTS)
     return (f"<h2 id='scorecard'>Reproduction scorecard</h2><p>Every published value of the paper "
             f"(<code>data/reference/atc19.yaml</code>) beside ours, with a verdict: {summary} "
-            f"(of {len(card)}; also in <code>{_esc(path.name)}</code>). The tolerances, and why a value is not "
-            f"comparable, are in <code>lib/dlcluster/report/reproduction.yaml</code>.</p>"
+            f"(of {len(card)}; also in <code>{_esc(path.name)}</code>). <i>Reproduced</i> and <i>differs</i> mean that "
+            f"ours measures the same quantity on comparable data (each says why: data, definition, selection); a "
+            f"simulated or assumed input, another definition or another selection is <i>not comparable</i>, with why. "
+            f"The tolerances and the reasons are in <code>lib/dlcluster/report/reproduction.yaml</code>.</p>"
             + _table(shown, raw_columns=tuple(shown.columns)) + official_section(out_dir))
 
 

@@ -132,7 +132,18 @@ class Report:
         return published_vs_ours(rows)
 
     def figure(self, fig, name: str, data: str, dpi: int = 110) -> Path:
-        """Save ``fig`` as PNG with a footnote naming the data it was drawn from, wrapped at the figure's width."""
+        """Save ``fig`` as PNG with a footnote naming the data it was drawn from, wrapped at the figure's width.
+
+        What a machine can check of the figure rules (:func:`dlcluster.report.plotting.figure_problems`: legends
+        over data, legend entries without a curve, axes without a name, log axes without a unit) is recorded with
+        the figure in results.json (``problems``); the tests run every notebook and fail on any.
+        """
+        from .plotting import figure_problems
+
+        try:
+            problems = figure_problems(fig)
+        except Exception as exc:
+            problems = [f"the figure checks could not run: {type(exc).__name__}: {exc}"]
         fig.text(0.005, 0.0, caption_lines(f"Data: {data}", fig.get_size_inches()[0]), fontsize=CAPTION_POINTS,
                  color="0.35", ha="left", va="top")
         path = self.figures_dir / f"{name}.png"
@@ -145,7 +156,8 @@ class Report:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        self.figures.append({"name": name, "path": str(path.relative_to(self.output_dir)), "data": data})
+        self.figures.append({"name": name, "path": str(path.relative_to(self.output_dir)), "data": data,
+                             "problems": problems})
         return path
 
     def write(self) -> Path:

@@ -7,8 +7,15 @@ folder and gives each published value one of three verdicts:
 
 * ``reproduced``: within the stated tolerance, or every check of a finding holds;
 * ``differs``: by how much, or which check of the finding fails;
-* ``not comparable``: why (another job selection, another definition, an input
-  of ours rather than a result, or no value on the data at hand).
+* ``not comparable``: why (another job selection, another definition, a
+  simulated or assumed input, an input of ours rather than a result, or no
+  value on the data at hand).
+
+The standard: ``reproduced`` and ``differs`` mean that our figure measures the
+same quantity on comparable data as the published one, so every entry that can
+reach them states why in ``like_for_like`` (its data, definition and
+selection); :func:`standard_violations` finds a ``reproduced`` verdict whose
+data label names another selection or a simulated, synthetic or assumed input.
 
 Published values are only read to be shown and compared here: no result is
 computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
@@ -39,6 +46,12 @@ SPEC_PATH = Path(__file__).with_name("reproduction.yaml")
 VERDICTS = ("reproduced", "differs", "not comparable")
 OPERATORS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le, "==": operator.eq}
 WAYS = ("within", "checks", "not_comparable")
+#: What an entry that can reach a verdict on the numbers says about why the comparison is like for like.
+LIKE_FOR_LIKE = ("data", "definition", "selection")
+#: Words of a data label for data that is not like for like with a measurement of the real cluster's jobs: a
+#: simulated, synthetic or assumed input, or another selection (of minutes, of jobs, of hardware). Lower case.
+NOT_LIKE_FOR_LIKE = ("simulated", "synthetic", "assumed", "assumption", "illustrative", "on a cpu", "minutes 0-3",
+                     "start-up", "another selection", "biased selection", "corpus composition", "an inference")
 
 
 @lru_cache(maxsize=2)
@@ -49,7 +62,7 @@ def load_spec(path: str = str(SPEC_PATH)) -> dict:
         ways = [w for w in WAYS if w in entry]
         if len(ways) != 1:
             raise ValueError(f"{path}: entry {key!r} needs exactly one of {WAYS}, has {ways}")
-        unknown = set(entry) - {*WAYS, "ours", "tests", "data", "when_missing"}
+        unknown = set(entry) - {*WAYS, "ours", "tests", "data", "when_missing", "like_for_like"}
         if unknown:
             raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
         if "within" in entry and "ours" not in entry:
@@ -58,6 +71,16 @@ def load_spec(path: str = str(SPEC_PATH)) -> dict:
             if len(check) != 3 or check[1] not in OPERATORS:
                 raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
                                  f"figure or value], got {check!r}")
+        if "not_comparable" in entry:
+            if not str(entry["not_comparable"]).strip():
+                raise ValueError(f"{path}: entry {key!r} is not comparable but does not say why")
+        else:
+            stated = entry.get("like_for_like") or {}
+            missing = [part for part in LIKE_FOR_LIKE if not str(stated.get(part, "")).strip()]
+            if missing:
+                raise ValueError(f"{path}: entry {key!r} can be reproduced, so like_for_like must state why the "
+                                 f"comparison is like for like: {list(LIKE_FOR_LIKE)}; missing {missing} (or make "
+                                 "it not_comparable, with why)")
     return spec
 
 
@@ -158,10 +181,49 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
         entry = spec[ref.key]
         outcome, detail, ours = verdict(entry, ref.value, figures)
         published = f"{ref.value:g} {ref.unit}".strip() if isinstance(ref.value, (int, float)) else str(ref.value)
+        stated = entry.get("like_for_like") or {}
         rows.append({"key": ref.key, "section": ref.section, "what": ref.item, "published": published,
                      "provenance": ref.provenance, "ours": None if is_missing(ours) else ours, "verdict": outcome,
-                     "detail": detail, "figure": entry.get("ours"), "data": entry.get("data", "")})
+                     "detail": detail, "figure": entry.get("ours"), "data": entry.get("data", ""),
+                     "like_for_like": "; ".join(f"{part}: {stated[part]}" for part in LIKE_FOR_LIKE if part in stated)})
     return pd.DataFrame(rows)
+
+
+def not_like_for_like(label: str) -> list[str]:
+    """The words of :data:`NOT_LIKE_FOR_LIKE` that a data label uses."""
+    text = str(label or "").lower()
+    return [word for word in NOT_LIKE_FOR_LIKE if word in text]
+
+
+def figure_data_labels(reports_dir: str | Path) -> dict[tuple[str, str], list[str]]:
+    """(notebook, published key) -> the data labels the notebook printed beside its figure for that published value
+    (its published-vs-ours rows, results.json ``comparisons``)."""
+    labels: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(Path(reports_dir).glob("[0-9][0-9]-*/results.json")):
+        try:
+            rows = read_results_json(path).get("comparisons") or []
+        except (json.JSONDecodeError, OSError):
+            continue
+        for row in rows:
+            if isinstance(row, dict) and row.get("key"):
+                labels.setdefault((path.parent.name, row["key"]), []).append(str(row.get("data", "")))
+    return labels
+
+
+def standard_violations(card: pd.DataFrame, labels: dict[tuple[str, str], list[str]] | None = None) -> list[str]:
+    """Rows of ``card`` that say ``reproduced`` while a label of their data (the entry's ``data``, or a label the
+    figure's notebook printed beside it: :func:`figure_data_labels`) names another selection or a simulated,
+    synthetic or assumed input. Empty when the scorecard keeps the standard."""
+    labels = labels or {}
+    problems = []
+    for row in card[card["verdict"] == "reproduced"].itertuples():
+        notebook = _split(row.figure)[0] if isinstance(row.figure, str) else ""
+        for label in [row.data, *labels.get((notebook, row.key), [])]:
+            words = not_like_for_like(label)
+            if words:
+                problems.append(f"{row.key} says reproduced, but its data label {label!r} names {words}: "
+                                f"not like for like (make the entry not_comparable, with why)")
+    return problems
 
 
 def counts(card: pd.DataFrame) -> dict[str, int]:

@@ -289,11 +289,17 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
     return outputs["notebook"]
 
 
+#: The reports' HTML template (``templates/dlcluster``): JupyterLab's, with each code cell folded behind a toggle.
+TEMPLATES = Path(__file__).with_name("templates")
+
+
 def render_html(executed: Path) -> Path:
+    """The executed notebook as a report: text, tables and figures first, every code cell folded behind a toggle."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATES)], template_name="dlcluster")
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     out = executed.with_suffix(".html")
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(body)

@@ -1,0 +1,110 @@
+"""Intervals that can be true: a share's stays in [0, 1], a duration's above 0, a reduction's above -100%; and a
+direction is named only when the interval excludes no change."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dlcluster.experiments.intervals import (
+    Interval,
+    changed,
+    direction,
+    mean_interval,
+    not_significant,
+    ratio_interval,
+)
+
+T_975_2 = 4.302652729911275   # Student t, 97.5th percentile, 2 degrees of freedom
+
+
+def test_the_student_t_interval_of_three_seeds_would_leave_the_bounds():
+    # the samples behind the issue's impossible bounds: a plain t interval reaches below 0 and past 1
+    shares = np.array([0.02, 0.05, 0.4])
+    half = T_975_2 * shares.std(ddof=1) / math.sqrt(3)
+    assert shares.mean() - half < 0
+    ci = mean_interval(shares, "share")
+    assert 0 < ci.low < ci.mean < ci.high < 1 and ci.method == "Student t on the logit scale"
+
+
+@pytest.mark.parametrize("values", [[0.02, 0.05, 0.4], [0.9, 0.99, 0.999], [0.0, 0.5, 1.0], [0.0, 0.0, 0.3],
+                                    [1.0, 1.0, 0.2], [0.5, 0.5, 0.5]])
+def test_a_share_interval_stays_in_0_1(values):
+    ci = mean_interval(values, "share")
+    assert 0 <= ci.low <= ci.mean <= ci.high <= 1
+
+
+@pytest.mark.parametrize("values", [[5.0, 600.0, 86400.0], [0.5, 1.0, 1e6], [0.0, 10.0, 3600.0], [1.0, 1.0, 1.0]])
+def test_a_duration_interval_stays_above_0(values):
+    ci = mean_interval(values, "duration")
+    assert 0 <= ci.low <= ci.mean <= ci.high
+    if min(values) > 0:
+        assert ci.low > 0
+
+
+def test_a_duration_interval_is_student_t_on_the_log_scale():
+    v = np.array([60.0, 600.0, 6000.0])   # logs evenly spaced
+    logs = np.log(v)
+    half = T_975_2 * logs.std(ddof=1) / math.sqrt(3)
+    ci = mean_interval(v, "duration")
+    assert ci.low == pytest.approx(math.exp(logs.mean() - half))
+    assert ci.high == pytest.approx(math.exp(logs.mean() + half))
+    assert ci.mean == pytest.approx(v.mean())
+
+
+@pytest.mark.parametrize("after, before", [([10.0, 50.0, 84.0], [100.0, 100.0, 100.0]),   # "−52% [−105%, ±0%]"
+                                           ([1.0, 1.0, 200.0], [100.0, 100.0, 100.0]),
+                                           ([0.0, 30.0, 90.0], [100.0, 100.0, 100.0]),
+                                           ([0.0, 0.0, 0.0], [5.0, 6.0, 7.0])])
+def test_a_reduction_stays_above_minus_100_percent(after, before):
+    ci = ratio_interval(after, before)
+    assert -1 <= ci.low <= ci.mean <= ci.high
+    if min(after) > 0:
+        assert ci.low > -1
+
+
+def test_ratio_interval_is_paired_by_seed_on_the_log_scale():
+    before, after = np.array([100.0, 1000.0, 10.0]), np.array([50.0, 400.0, 6.0])   # each seed cut, by 40-60%
+    logs = np.log(after / before)
+    half = T_975_2 * logs.std(ddof=1) / math.sqrt(3)
+    ci = ratio_interval(after, before)
+    assert ci.mean == pytest.approx(math.exp(logs.mean()) - 1)
+    assert (ci.low, ci.high) == (pytest.approx(math.exp(logs.mean() - half) - 1),
+                                 pytest.approx(math.exp(logs.mean() + half) - 1))
+    assert ci.high < 0   # unpaired, the three windows' levels (10 to 1000) would swamp the cut
+    # a seed without a baseline has no ratio
+    assert ratio_interval([1.0, 2.0], [0.0, 1.0]).n == 1
+
+
+@given(st.lists(st.floats(0, 1), min_size=2, max_size=8))
+def test_share_bounds_hold_for_any_sample(values):
+    ci = mean_interval(values, "share")
+    assert 0 <= ci.low <= ci.high <= 1
+
+
+@given(st.lists(st.floats(0.001, 1e6), min_size=2, max_size=8), st.lists(st.floats(0, 1e6), min_size=2, max_size=8))
+def test_reduction_bounds_hold_for_any_sample(before, after):
+    n = min(len(before), len(after))
+    ci = ratio_interval(after[:n], before[:n])
+    assert ci.low >= -1
+
+
+def test_a_direction_is_named_only_outside_the_interval():
+    assert direction(Interval(-0.09, -0.28, 0.11, 3, "")) == "no significant difference at 3 seeds"
+    assert direction(Interval(-0.32, -0.71, 0.08, 3, "")) == not_significant(3)
+    assert direction(Interval(-0.2, -0.3, -0.1, 3, "")) == "cut"
+    assert direction(Interval(0.2, 0.1, 0.3, 3, ""), up="raised") == "raised"
+    assert direction(Interval(0.0, 0.0, 0.0, 3, "")) == not_significant(3)   # no change at all
+    assert direction(Interval(0.2, float("nan"), float("nan"), 1, "")).startswith("changed (no interval")
+    assert changed(Interval(-0.09, -0.28, 0.11, 3, ""), "their mean JCT") == \
+        "made no significant difference at 3 seeds to their mean JCT"
+    assert changed(Interval(-0.2, -0.3, -0.1, 3, ""), "their mean JCT") == "cut their mean JCT"
+
+
+def test_unknown_quantity_and_unpaired_lengths_are_errors():
+    with pytest.raises(ValueError, match="quantity must be one of"):
+        mean_interval([1, 2], "percent")
+    with pytest.raises(ValueError, match="paired by seed"):
+        ratio_interval([1, 2], [1, 2, 3])
