@@ -25,6 +25,7 @@ import pandas as pd
 
 from .jobs import CAUSE_NAMES, OUTCOME_NAMES
 from .placement import Locality
+from .sampler import PENDING_BUCKETS
 from .topology import Topology
 
 LEVEL_NAMES = tuple(level.name.lower() for level in Locality)
@@ -137,7 +138,9 @@ class SimResult:
         frame["rejection"] = pd.Series(sim.rejections, dtype=object).reindex(range(n)).to_numpy()
 
         ts = pd.DataFrame(samples.rows, columns=["time_s", "allocated_gpus", "free_gpus", "idle_servers",
-                                                 "fragmented_free_gpus", "running_jobs", "waiting_jobs"])
+                                                 "fragmented_free_gpus", "running_jobs", "waiting_jobs",
+                                                 *(f"pending_jobs_{b}" for b in PENDING_BUCKETS),
+                                                 *(f"pending_gpus_{b}" for b in PENDING_BUCKETS)])
         vc_usage = pd.DataFrame(samples.vc_rows, columns=[f"vc_{v}" for v in sim.vc_names])
         timeseries = pd.concat([ts, vc_usage], axis=1)
         summary = _summary(sim, frame, attempts, wall_s, end_time)
