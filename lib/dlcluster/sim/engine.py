@@ -52,6 +52,7 @@ import numpy as np
 from .cluster import ClusterState
 from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
+from .gang import GangHolds
 from .jobs import Cause, Job, JobState, Outcome
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
@@ -61,6 +62,7 @@ from .sampler import Sampler, pending_bucket, progress_bar
 from .sharing import Reclaim, arm_reclaim, reclaim_check, vc_caps
 from .slowdown import default_slowdown_model, no_slowdown
 from .topology import Topology
+from .users import UserLimits, UserState
 from .workload import Workload
 
 _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
@@ -84,14 +86,18 @@ class Simulator:
     ``early_stop``: end jobs when their loss converged (``converge_frac``).
     ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
     ``restart_overhead_s``: time each attempt after the first spends restoring
-    before it makes progress. ``progress``: show a tqdm progress bar.
+    before it makes progress. ``gang_hold``: a waiting gang holds the free GPUs it
+    wants until it starts or relaxes (:mod:`.gang`). ``user_limits``: a
+    :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None.
+    ``progress``: show a tqdm progress bar.
     """
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
                  lending: bool = True, max_capacity: dict | None = None, reclaim: Reclaim | None = None,
                  placement=None, slowdown="default", failures: FailureModel | None = None,
                  retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
-                 sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, progress: bool = False):
+                 sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, gang_hold: bool = False,
+                 user_limits: UserLimits | None = None, progress: bool = False):
         if len(workload) == 0:
             raise ValueError("workload has no jobs")
         if not sample_interval_s > 0:
@@ -116,6 +122,8 @@ class Simulator:
             raise ValueError("max_capacity caps what VCs borrow beyond their quotas: it needs quotas and lending=True")
         if reclaim is not None and (quotas is None or not lending):
             raise ValueError("reclaim takes lent GPUs back: it needs quotas and lending=True")
+        if user_limits is not None and quotas is None:
+            raise ValueError("user_limits are shares of each VC's quota: they need quotas")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.max_capacity, self.reclaim = max_capacity, reclaim
         self.reclaim_pending, self.reclaim_checks = False, 0
@@ -125,6 +133,9 @@ class Simulator:
         self.cluster = ClusterState(topology)
         self._setup_vcs(quotas)
         self._setup_jobs()
+        self.gang_holds = GangHolds(self) if gang_hold else None
+        self._held_by_vc = self.gang_holds.by_vc if gang_hold else [0] * len(self.vc_names)
+        self.users = UserState(self, user_limits) if user_limits is not None else None
         self.waiting: dict[int, Job] = {}
         self.pending_jobs, self.pending_gpus = [0] * 4, [0] * 4   # waiting jobs and their GPUs per size bucket
         self.running: dict[int, Job] = {}
@@ -281,6 +292,8 @@ class Simulator:
             self.rejections[job.idx] = reason
             self._finish(job, "Rejected", now)
             return
+        if self.users is not None:
+            self.users.arrive(job)
         if self.retry_policy.prerun_s > 0 and g > 1:
             job.in_prerun, job.gpus_now, job.min_level = True, 1, _SERVER
             job.work_left = self.retry_policy.prerun_s
@@ -326,6 +339,8 @@ class Simulator:
     def _finish(self, job: Job, status: str, now: float) -> None:
         job.status, job.end_time, job.state = status, now, _DONE
         self.done_count += 1
+        if self.users is not None and status != "Rejected":
+            self.users.leave(job)
 
     # ------------------------------------------------------------ job state
     def _enqueue(self, job: Job, now: float) -> None:
@@ -359,8 +374,10 @@ class Simulator:
         self.pending_jobs[b] -= 1
         self.pending_gpus[b] -= job.gpus_now
 
-    def set_level(self, job: Job, level: int) -> None:
+    def set_level(self, job: Job, level: int, now: float) -> None:
         """Change a waiting job's locality level (policies relax it) and reconsider it now."""
+        if self.gang_holds is not None and level > job.min_level and self.gang_holds.lift(job, now) is not None:
+            self._capacity_freed = True     # its timeout: a gang gives back the GPUs it held
         self._remove_waiting(job)
         job.level = level
         self._add_waiting(job)
@@ -371,6 +388,8 @@ class Simulator:
         if job.cause is not None:
             job.delay[job.cause] += now - job.cause_since
         self._remove_waiting(job)
+        if self.gang_holds is not None:
+            self.gang_holds.lift(job, now)
         job.wait_token += 1
         if job.first_start is None:
             job.first_start = now
@@ -396,6 +415,8 @@ class Simulator:
         if level > job.min_level:
             self.spread_running[job.idx] = job
         self.vc_used[job.vc] += job.gpus_now
+        if self.users is not None:
+            self.users.change(job, job.gpus_now)
         job.speed = 1.0 if self._ideal else self._speed_of(job)
         self._schedule_end(job, now)
         self.policy.on_start(job, now, self)
@@ -413,6 +434,8 @@ class Simulator:
         if job.idx in self.spread_running:
             del self.spread_running[job.idx]
         self.vc_used[job.vc] -= job.gpus_now
+        if self.users is not None:
+            self.users.change(job, -job.gpus_now)
         job.end_token += 1
         job.attempt_token += 1
         self.policy.on_stop(job, now, self)
@@ -542,19 +565,19 @@ class Simulator:
         group is dropped. Cost grows with jobs started and groups, not queue length.
         Without backfill, a VC's first job that cannot start drops the whole VC.
         """
-        quota, cap, used, groups = self.quota, self.vc_cap, self.vc_used, self.groups
+        quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
         # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
         capped = not self.policy.preemptive
         state = PassState()
         head_of_line = not self.policy.backfill
         blocked = set()
-        # with backfill and no preemption a gang larger than the free GPUs (or its VC's room) cannot start in this
-        # pass, whatever runs before it: its group is left out (most passes free a few GPUs for a long queue)
-        free = self.cluster.total_free
-        room = [min(free, c - u) if capped and not head_of_line else free + self.cluster.total_gpus
-                for c, u in zip(cap, used, strict=True)]
+        # with backfill and no preemption a gang larger than the free GPUs (and the GPUs waiting gangs hold for
+        # themselves) cannot start in this pass, whatever runs before it: its group is left out (most passes free a
+        # few GPUs for a long queue)
+        room = self.cluster.total_free + max(held) if capped and not head_of_line else self.cluster.total_gpus
         heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
-                 for g, by_level in by_gpus.items() if g <= room[vc] for level, group in by_level.items()]
+                 for g, by_level in by_gpus.items() if g <= room
+                 for level, group in by_level.items() if level >= 0]   # a held job (level < 0) waits for its timer
         heapq.heapify(heads)
         borrowers = []
         for phase in (0, 1):
@@ -565,16 +588,19 @@ class Simulator:
                 group = groups[vc].get(g, {}).get(level)
                 if not group or vc in blocked:
                     continue
-                if phase == 0 and g > quota[vc] - used[vc]:
+                if phase == 0 and g > quota[vc] - used[vc] + held[vc]:
                     if self.lending:
-                        if g <= cap[vc] - used[vc] or not capped:
+                        if g <= cap[vc] - used[vc] + held[vc] or not capped:
                             borrowers.append((group[0][0], vc, g, level))
                     elif head_of_line:
                         blocked.add(vc)
                     continue
-                if capped and g > cap[vc] - used[vc]:   # a borrower whose VC reached its cap in this pass
+                if capped and g > cap[vc] - used[vc] + held[vc]:   # a borrower whose VC reached its cap in this pass
                     continue
-                if self._try_start(group[0][1], state, now):
+                job = group[0][1] if self.users is None else self.users.first_admissible(group)
+                if job is None:
+                    continue
+                if self._try_start(job, state, now):
                     if group:
                         heapq.heappush(heads, (group[0][0], vc, g, level))
                 elif head_of_line:
@@ -587,9 +613,12 @@ class Simulator:
         quota, cap, used = self.quota, self.vc_cap, self.vc_used
         state = PassState()
         borrowers = []
-        for _, job in sorted((j.key, j) for j in jobs if j.state is _WAITING):
+        # a job may be listed twice (enqueued, then held or relaxed at the same instant)
+        for _, job in sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values()):
             if self._stop_placing(state):
                 return
+            if job.state is not _WAITING:
+                continue
             if job.gpus_now > quota[job.vc] - used[job.vc]:
                 if self.lending:
                     borrowers.append(job)
@@ -602,11 +631,23 @@ class Simulator:
                 self._try_start(job, state, now)
 
     def _try_start(self, job: Job, state: PassState, now: float) -> bool:
+        if self.users is not None and not self.users.admits(job):
+            return False
+        if self.gang_holds is None:
+            return self._try_place(job, state, now, True)
+        lifted = self.gang_holds.lift(job, now)     # a waiting gang's own GPUs are free to it
+        started = self._try_place(job, state, now, lifted is None)
+        if lifted is not None and not started:
+            self.gang_holds.restore(job, lifted, now)
+        return started
+
+    def _try_place(self, job: Job, state: PassState, now: float, same_as_failed: bool) -> bool:
         g = job.gpus_now
         key = (g, job.level)
         # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
         # victims' GPUs then count: _choose_victims checks the cap after freeing them)
-        if g <= self.cluster.total_free and key not in state.failed and g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
+        if g <= self.cluster.total_free and not (same_as_failed and key in state.failed) and \
+                g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
             choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
             if choice is not None:
                 self.start(job, choice[0], choice[1], now)
@@ -638,32 +679,41 @@ class Simulator:
         for job in touched:
             if job.cause is None:   # still waiting after the pass of its enqueue time
                 self.policy.on_wait(job, now, self)
+            if self.gang_holds is not None and self.gang_holds.eligible(job):
+                self.gang_holds.take(job, now)
         free = self.cluster.total_free
-        # what each VC may take changes only with the GPUs in use (every allocation change is counted)
+        # what each VC may take changes only with the GPUs in use (every allocation change is counted); a VC
+        # with no waiting job is brought up to date when one of its jobs is touched
         if (free, self.allocation_changes) != self._classified_at:
             self._classified_at = (free, self.allocation_changes)
-            self._update_causes(free, now)
+            for v, by_gpus in enumerate(self.groups):
+                if by_gpus:
+                    self._update_causes(v, free, now)
+            if self.gang_holds is not None:   # a holder's own GPUs are free to it: its cause is re-derived each time
+                touched.extend(self.jobs[i] for i in self.gang_holds.held)
         for job in touched:
+            self._update_causes(job.vc, free, now)
             self._set_cause(job, self._avail_seen[job.vc], now)
 
-    def _update_causes(self, free: int, now: float) -> None:
-        for v, by_gpus in enumerate(self.groups):
-            avail = min(free, self.vc_cap[v] - self.vc_used[v])
-            seen = self._avail_seen[v]
-            if avail == seen:
-                continue
-            self._avail_seen[v] = avail
-            low, high = (avail, seen) if avail < seen else (seen, avail)
-            for g, by_level in by_gpus.items():
-                if low < g <= high:
-                    for group in by_level.values():
-                        for _, job in group:
-                            self._set_cause(job, avail, now)
+    def _update_causes(self, v: int, free: int, now: float) -> None:
+        avail = min(free, self.vc_cap[v] - self.vc_used[v])
+        seen = self._avail_seen[v]
+        if avail == seen:
+            return
+        self._avail_seen[v] = avail
+        low, high = (avail, seen) if avail < seen else (seen, avail)
+        for g, by_level in self.groups[v].items():
+            if low < g <= high:
+                for group in by_level.values():
+                    for _, job in group:
+                        self._set_cause(job, avail, now)
 
     def _set_cause(self, job: Job, avail: int, now: float) -> None:
-        if job.gpus_now > avail:
+        if self.gang_holds is not None:
+            avail += self.gang_holds.count.get(job.idx, 0)
+        if job.gpus_now > avail or (self.users is not None and not self.users.admits(job)):
             cause = _FAIR_SHARE
-        elif self.policy.relaxes and job.level < _ANYWHERE:
+        elif job.level < 0 or (self.policy.relaxes and job.level < _ANYWHERE):   # held, or holding out for locality
             cause = _BACKOFF
         else:
             cause = _FRAGMENTATION

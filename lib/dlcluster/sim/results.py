@@ -8,7 +8,8 @@ is the UTC timestamp. Per job:
 * ``wait_s`` = all time spent waiting (first wait and re-queues), split
   exactly into ``delay_fair_share_s + delay_fragmentation_s + delay_backoff_s``
   (see :mod:`dlcluster.sim.engine` for the causes);
-* ``gpu_time_s`` = sum over attempts of duration x GPUs;
+* ``gpu_time_s`` = sum over attempts of duration x GPUs; ``held_gpu_s`` = GPU-seconds it held
+  while it waited (:mod:`.gang`; 0 without gang holds);
 * ``num_servers``, ``num_racks``, ``locality``: of the first full-gang attempt.
 
 Status is ``Pass`` (finished, possibly stopped early at convergence),
@@ -133,6 +134,7 @@ class SimResult:
             "num_racks": pd.Series(of_first_gang("num_racks", 0), dtype="Int64").mask(~has),
             "locality": pd.Categorical.from_codes(of_first_gang("locality", -1), LEVEL_NAMES),
             "early_stopped": early.astype(bool),
+            "held_gpu_s": np.asarray(sim.gang_holds.gpu_s if sim.gang_holds is not None else np.zeros(n), dtype=float),
             "fail_class": fail_names[np.asarray(fail_class) + 1],
         })
         frame["rejection"] = pd.Series(sim.rejections, dtype=object).reindex(range(n)).to_numpy()
@@ -171,6 +173,7 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "wait_share_by_cause": {k: (v / total_delay if total_delay else 0.0) for k, v in delays.items()},
         "gpu_time_s": float(jobs["gpu_time_s"].sum()),
         "allocated_gpu_s": sim.allocated_gpu_s,
+        "held_gpu_s": float(jobs["held_gpu_s"].sum()),
         "mean_allocation": sim.allocated_gpu_s / (cap * end_time) if end_time > 0 else 0.0,
         "preemptions": int(jobs["num_preemptions"].sum()), "migrations": int(jobs["num_migrations"].sum()),
         "attempts": len(attempts),

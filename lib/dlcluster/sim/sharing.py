@@ -114,7 +114,7 @@ def reclaim_check(sim, now: float) -> None:
         heads = sorted((group[0] for by_level in sim.groups[v].values() for group in by_level.values()),
                        key=lambda item: item[0])
         for _, job in heads:
-            if job.state is not JobState.WAITING or job.gpus_now > sim.quota[v] - sim.vc_used[v]:
+            if job.state is not JobState.WAITING or job.level < 0 or job.gpus_now > sim.quota[v] - sim.vc_used[v]:
                 continue
             if job.starved_check != check - 1:
                 job.starved_since = now
