@@ -80,9 +80,12 @@ def _summary(args) -> int:
 
 
 def _build_public(args) -> int:
+    from .sources.official import SUBDIR, build_official
     from .trace.public import build_public
     out = build_public(Path(args.external), Path(args.out))
     print(f"wrote {out}")
+    official = build_official(Path(args.external) / "official_notebook", Path(args.out) / SUBDIR)
+    print(f"wrote {official} (the official notebook's figures, digitized)")
     return 0
 
 
