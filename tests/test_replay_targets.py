@@ -92,6 +92,23 @@ def test_figure3_gap_is_zero_where_the_replay_lies_within_the_lines_span():
     assert cell["ks"] == pytest.approx(0.2) and cell["ks_at_min"] == 10.0
 
 
+def test_figure3_gap_allows_for_the_pixel_column_of_a_digitized_point():
+    # the curve steps from 30% to 60% at 3 min; the replay's step is at 2.8 min, a column to the left
+    table = pd.DataFrame({"vc": "v", "bucket": "1", "minutes": [1.0, 3.0, 10.0], "cdf_percent": [30.0, 60.0, 100.0],
+                          "flag": "observed"})
+    waits = pd.DataFrame({"vc": "v", "bucket": "1", "wait_s": 60.0 * np.array([0.5, 0.6, 0.7, 2.8, 2.8, 2.8, 5, 6, 7, 8])})
+    # as points: at 3 min the replay is at 60% (no gap), at 1 min at 30%: KS 0; the step moved to 3.3 min: 0.3
+    assert fig3.cell_table(waits, table, min_waits=1).loc[("v", "1"), "ks"] == pytest.approx(0.0)
+    later = waits.assign(wait_s=waits["wait_s"].where(waits["wait_s"] != 168.0, 198.0))
+    assert fig3.cell_table(later, table, min_waits=1).loc[("v", "1"), "ks"] == pytest.approx(0.3)
+    # with the point's pixel column 2.9-3.1 min (widened by a column either side: 2.71-3.31), a step at 3.2 min meets
+    # the line there (no gap); taken as a point, it is 0.3 off
+    columns = table.assign(x_left=[0.97, 2.9, 9.7], x_right=[1.03, 3.1, 10.3])
+    near = waits.assign(wait_s=waits["wait_s"].where(waits["wait_s"] != 168.0, 192.0))
+    assert fig3.cell_table(near, columns, min_waits=1).loc[("v", "1"), "ks"] == pytest.approx(0.0)
+    assert fig3.cell_table(near, table, min_waits=1).loc[("v", "1"), "ks"] == pytest.approx(0.3)
+
+
 def test_figure3_table_errors_name_the_row_and_what_was_expected():
     with pytest.raises(ValueError, match="missing column"):
         fig3.check_table(HAND_MADE.drop(columns=["flag"]))

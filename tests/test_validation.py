@@ -120,11 +120,12 @@ def test_dre_first_waits_use_the_matched_duration():
                         "submitted": [epoch] * 3,
                         "last_end": [epoch + pd.Timedelta(seconds=1100), epoch + pd.Timedelta(seconds=400),
                                      epoch + pd.Timedelta(seconds=50)],
-                        "queueing_delay_s": [600.0, 0.0, 0.0], "num_servers": [1, 1, 2]})
+                        "queueing_delay_s": [600.0, 0.0, 0.0], "num_servers": [1, 1, 2],
+                        "run_time_s": [500.0, 400.0, 50.0]})
     table, excluded = vw.dre_first_waits(rep, dre)
     # d0: first start = 1100 - 1000 = 100 s after submit (DRE recorded 600 s: its last attempt)
     assert list(table["first_wait_s"]) == [100.0] and list(table["recorded_wait_s"]) == [600.0]
-    assert list(table["num_servers"]) == [1]
+    assert list(table["num_servers"]) == [1] and list(table["run_time_s"]) == [500.0]
     assert excluded == {"no matching job in the replay workload": 1, "first start before submit (inconsistent)": 1}
 
 

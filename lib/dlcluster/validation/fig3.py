@@ -15,13 +15,17 @@ The comparison table (:data:`FIG3_COLUMNS`, one row per digitized point):
 ``vc``, ``bucket`` ("1", "2-4", "5-8", ">8"), ``minutes``, ``cdf_percent``
 (0-100) and ``flag`` ("observed", "interpolated" across a dash gap, or
 "hidden" under a later-drawn line: never used); optionally ``cdf_low`` and
-``cdf_high``, the CDF span the line covers at that point (a steep stretch).
+``cdf_high``, the CDF span the line covers at that point (a steep stretch), and
+``x_left`` / ``x_right``, the minutes its pixel column covers (a digitized
+figure places a steep stretch only to within a column).
 
 Per cell (:func:`cell_table`), over the plotted range (0.1 to 10^4 minutes):
 
 * ``ks``: the largest vertical gap between the curve and the replay's
-  empirical CDF at the curve's visible points (0 where the replay falls within
-  the line's span), as a share;
+  empirical CDF at the curve's visible points, as a share: 0 where the replay's
+  CDF over the point's column, widened by a column either side (as
+  :func:`dlcluster.sources.official.curves.ks_distance` does), meets the line's
+  span;
 * ``median_ratio`` / ``p90_ratio``: the replay's median / 90th percentile over
   the curve's (the first visible point where it reaches 50% / 90%; NaN when
   that lies outside the axes);
@@ -84,7 +88,7 @@ def official_fig3() -> pd.DataFrame:
 
     points = fig3_curves()
     table = points.rename(columns={"panel": "vc", "series": "bucket", "x": "minutes", "cdf": "cdf_percent"})
-    return check_table(table[[*FIG3_COLUMNS, "cdf_low", "cdf_high"]].reset_index(drop=True),
+    return check_table(table[[*FIG3_COLUMNS, "cdf_low", "cdf_high", "x_left", "x_right"]].reset_index(drop=True),
                        "digitized Figure 3 (data/public/official)")
 
 
@@ -137,8 +141,14 @@ def cell_figures(points: pd.DataFrame, minutes) -> dict:
                 "median_ratio": np.nan, "official_p90_min": np.nan, "replay_p90_min": np.nan, "p90_ratio": np.nan,
                 "official_share_3min": np.nan, "replay_share_3min": np.nan, "share_3min_diff_pp": np.nan}
     at = points["minutes"].to_numpy(float)
-    below = np.searchsorted(x, at, side="left") / n        # replay's F just below each point
-    upto = np.searchsorted(x, at, side="right") / n        # and at it
+    if "x_left" in points.columns:
+        # the point's pixel column, widened by a column either side (log axis)
+        left, right = points["x_left"].to_numpy(float), points["x_right"].to_numpy(float)
+        left, right = left * left / right, right * right / left
+    else:
+        left = right = at
+    below = np.searchsorted(x, left, side="left") / n      # replay's F just below the column
+    upto = np.searchsorted(x, right, side="right") / n     # and at its right edge
     low, high = points["cdf_low"].to_numpy(float) / 100.0, points["cdf_high"].to_numpy(float) / 100.0
     # rounded before the largest is picked: where it lies must not depend on the last bit
     gap = np.round(np.maximum(0.0, np.maximum(low - upto, below - high)), 12)

@@ -26,6 +26,7 @@ fit span with Optuna's TPE sampler.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
@@ -56,11 +57,15 @@ DEFAULT_SPACE = {
 }
 
 #: Evaluated first, with the start parameters on the other axes: the simulator's settings before the contention
-#: mechanism (unlimited lending without reclaim), caps at the quotas (no borrowing beyond them), and the 420
-#: servers of the occupancy record with unlimited lending.
+#: mechanism (unlimited lending without reclaim), caps at the quotas (no borrowing beyond them), the previous
+#: calibration's values (the closing note before issue 29), and a coarse grid on the new main unknown: unlimited
+#: lending with 360, 390 and 420 (the record's count) servers in service.
 START_POINTS = ({"max_capacity_factor": None, "reclaim_after_s": None},
                 {"max_capacity_factor": 1.0, "reclaim_after_s": None},
-                {"max_capacity_factor": None, "reclaim_after_s": None, "servers_in_service": 420})
+                {"max_capacity_factor": 1.16144, "reclaim_after_s": None, "relax_after_s": 171.051,
+                 "unknown_vc_quota": "demand", "placement": "most_free", "rack_size": 16},
+                *({"max_capacity_factor": None, "reclaim_after_s": None, "servers_in_service": n}
+                  for n in (360, 390, 420)))
 
 
 def check_space(space: dict) -> dict:
@@ -145,7 +150,10 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
                        "elapsed_s": time.monotonic() - started})
         asked = []
         for _ in range(min(BATCH, n_trials - len(done))):
-            study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials))
+            # multivariate: the servers in service and the caps act together (the sampler's own warning is silenced)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials), multivariate=True)
             trial = study.ask()
             asked.append((trial, suggest(trial, space, start)))
         for (trial, _), ev in zip(asked, map_in_processes(objective, [p for _, p in asked], workers), strict=True):
