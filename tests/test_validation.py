@@ -458,6 +458,7 @@ def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it
     assert variants["420 servers in service (the record's count)"].servers_in_service == 420
     assert variants["caps from each VC's demand (0.95 quantile)"].cap_quantile == 0.95
     assert variants["back-off for every size"].backoff == "every"
+    assert variants["back-off for jobs that would borrow"].backoff == "borrowers"
     assert variants["gangs hold GPUs while waiting"].gang_hold is True
     limits = variants["user limits (YARN defaults; users = bursts, assumed)"]
     assert (limits.user_limit_factor, limits.minimum_user_limit_percent) == (1.0, 100.0)
@@ -470,7 +471,7 @@ def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it
     assert variants["no VC quotas"].quotas is False
     assert variants["no scheduler latency"].latency_mixture == ()
     before = variants["latency fitted to the real waits, no contention"]
-    assert before.max_capacity_factor is None and before.reclaim_after_s is None
+    assert before.max_capacity_factor is None and before.reclaim_after_s is None and before.servers_in_service is None
     assert before.latency_mixture[1][1] < 1   # a two-mode mixture: its slow mode draws the queueing
     for name, params in variants.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
@@ -479,6 +480,7 @@ def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it
                                           gang_hold=True, user_limit_factor=2.0, attempt_split=()))
     assert {"one cap factor for every VC (no caps from demand)", "back-off for gangs only", "no gang holds",
             "no user limits"} <= set(others) and "all listed servers in service (539)" not in others
+    assert "back-off for every size" not in others
     assert "no reclaim" not in vc.ablation_variants(vc.ReplayParams())
 
 
@@ -524,6 +526,7 @@ def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
     assert moves[("rack_size", "32")].rack_size == 32 and moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
     assert moves[("backoff", "every")].backoff == "every" and moves[("gang_hold", "True")].gang_hold is True
+    assert moves[("backoff", "borrowers")].backoff == "borrowers"
     for (name, _), params in moves.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed == {name}, (name, changed)

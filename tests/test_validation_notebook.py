@@ -334,7 +334,9 @@ def test_figure3_comparison_recomputed_from_the_replays_attempts(doc, rerun):
         x = part["minutes"].to_numpy()
         gaps = []
         for point in curve.itertuples():
-            upto, below = (x <= point.minutes).mean(), (x < point.minutes).mean()
+            # the point's pixel column, one more either side on the log axis
+            left, right = point.x_left ** 2 / point.x_right, point.x_right ** 2 / point.x_left
+            upto, below = (x <= right).mean(), (x < left).mean()
             gaps.append(max(0.0, point.cdf_low / 100 - upto, below - point.cdf_high / 100))
         keys[f"{vc}.{b.replace('>8', 'gt8')}"] = max(gaps)
     assert r["validation.fig3.cells"] == len(keys)

@@ -169,3 +169,15 @@ def test_servers_in_service_keep_the_size_mix_spread_over_the_machine_order():
     assert scale_quotas({"a": 64, "b": 8}, 32, 64) == {"a": 32, "b": 4}
     with pytest.raises(ValueError, match="servers in service"):
         in_service(topo, 11, rack_size=2)
+
+
+def test_back_off_for_borrowers_holds_a_job_that_would_borrow_beyond_its_quota():
+    rows = [("A1", 0, 4, 100), ("A2", 5, 2, 10), ("B1", 10, 2, 10)]
+    vcs, quotas = ["a", "a", "b"], {"a": 4, "b": 4}
+    plain = run(rows, PhillyPolicy(relax_after_s=30), vcs=vcs, quotas=quotas)
+    assert job(plain, "A2")["first_start_s"] == 5            # borrows s1's idle GPUs at once
+    r = run(rows, PhillyPolicy(relax_after_s=30, backoff="borrowers"), vcs=vcs, quotas=quotas)
+    # A2 would have to borrow (VC a's 4 GPUs are in use): held until 35 although s1 is idle (back-off 30 s);
+    # B1 is within VC b's quota and starts at once
+    assert job(r, "A2")[["first_start_s", "delay_backoff_s", "delay_fair_share_s"]].tolist() == [35, 30, 0]
+    assert job(r, "B1")["first_start_s"] == 10 and job(r, "A1")["first_start_s"] == 0

@@ -11,6 +11,12 @@ the level :data:`HELD`, which no scheduling pass tries. When the timer fires
 it is released one locality level looser than it started (a gang) and is then
 placed as soon as GPUs allow, relaxing further every timeout as before.
 
+``backoff="borrowers"``: a job that, when it is queued, would have to borrow
+beyond its VC's quota (its VC's quota is used up) is held one timeout before it
+may borrow idle GPUs, whether or not GPUs are free; a job within its VC's
+quota is placed at once. The hypothesis: the scheduler gives a VC's guarantee at
+once and lends only after a back-off (an assumption; YARN lends at once).
+
 ``backoff="gangs"`` (the default) is Philly's scheme as the simulator had it:
 only a gang whose locality cannot be met holds out, and it starts the moment a
 placement at its current level exists.
@@ -26,7 +32,7 @@ from .placement import Locality
 
 #: The level of a held job (below every real locality level: no pass tries it).
 HELD = -1
-BACKOFF_SCOPES = ("gangs", "every")
+BACKOFF_SCOPES = ("gangs", "every", "borrowers")
 
 
 def check_scope(backoff: str) -> str:

@@ -37,6 +37,7 @@ from scipy import stats
 
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.attempts import PLANNED_RETRY, PlannedRetries
+from ..sim.backoff import BACKOFF_SCOPES
 from ..sim.capacity import demand_caps
 from ..sim.service import in_service, scale_quotas
 from ..sim.sharing import Reclaim
@@ -81,7 +82,8 @@ class ReplayParams:
     # each VC's maximum capacity = this quantile of its own offered demand over demand_span (replaces the factor)
     cap_quantile: float | None = None
     demand_span: tuple = ()                  # (begin, end), ISO UTC: where caps from demand are read (the fit span)
-    backoff: str = "gangs"                   # "every": a job of any size that cannot start backs off one timeout
+    # "every": a job of any size that cannot start backs off one timeout; "borrowers": one that would borrow does
+    backoff: str = "gangs"
     gang_hold: bool = False                  # a waiting gang holds the free GPUs it wants until it starts or relaxes
     user_limit_factor: float | None = None   # YARN's user limits within a VC (None: none); users = bursts (assumed)
     minimum_user_limit_percent: float = 100.0
@@ -96,8 +98,8 @@ class ReplayParams:
             parts.append(f"{self.servers_in_service} servers in service")
         if self.cap_quantile is not None:
             parts.append(f"caps at the {self.cap_quantile:.2f} quantile of each VC's demand")
-        if self.backoff == "every":
-            parts.append("back-off for every size")
+        if self.backoff != "gangs":
+            parts.append({"every": "back-off for every size", "borrowers": "back-off before borrowing"}[self.backoff])
         if self.gang_hold:
             parts.append("gangs hold GPUs while waiting")
         if self.user_limit_factor is not None:
@@ -724,8 +726,8 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
                    gpu_allocation_shortfall_pp=allocation["shortfall_pp"])
     if fig3_table is not None:
         cells = fig3.cell_table(fig3.attempt_waits(rep, retry_overheads(rep)), fig3_table)
-        out["fig3_cells"] = cells
-        out.update({f"fig3_{k}": v for k, v in fig3.summary(cells).items()})
+        out["fig3_cell_table"] = cells
+        out.update({f"fig3_{k}": v for k, v in fig3.summary(cells).items()})   # fig3_cells: how many are scored
     return out
 
 
@@ -740,6 +742,9 @@ def retry_overheads(rep: Replay, seed: int = 1) -> np.ndarray:
 #: YARN's defaults for the per-user limits of a queue: a user may hold up to the queue's capacity (user-limit-factor 1),
 #: and shares it with the other active users down to 100% (minimum-user-limit-percent: no floor below an equal share)
 YARN_USER_LIMITS = {"user_limit_factor": 1.0, "minimum_user_limit_percent": 100.0}
+#: The ablation row of each back-off scope (sim/backoff.py)
+BACKOFF_ROWS = {"gangs": "back-off for gangs only", "every": "back-off for every size",
+                "borrowers": "back-off for jobs that would borrow"}
 #: The cap quantile an ablation row tries when the calibration left caps from demand out
 ABLATION_CAP_QUANTILE = 0.95
 #: Servers the occupancy record counts on most days (its ``total``)
@@ -764,8 +769,9 @@ def ingredient_variants(best: ReplayParams) -> dict:
     else:
         rows[f"caps from each VC's demand ({ABLATION_CAP_QUANTILE:g} quantile)"] = replace(
             best, cap_quantile=ABLATION_CAP_QUANTILE)
-    rows["back-off for gangs only" if best.backoff == "every" else "back-off for every size"] = replace(
-        best, backoff="gangs" if best.backoff == "every" else "every")
+    for scope in BACKOFF_SCOPES:
+        if scope != best.backoff:
+            rows[BACKOFF_ROWS[scope]] = replace(best, backoff=scope)
     rows["no gang holds" if best.gang_hold else "gangs hold GPUs while waiting"] = replace(
         best, gang_hold=not best.gang_hold)
     if best.user_limit_factor is None:
@@ -783,7 +789,8 @@ def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None
     The issue-29 ingredients (:func:`ingredient_variants`), then the contention mechanism's: reclaim, the cap,
     lending, locality, quotas and the latency; with ``real_waits`` and ``fit_span``, also the model before the
     contention mechanism: the scheduler latency fitted to the whole real waits (a two-mode mixture per size, so its
-    slow mode *is* the queueing) with unlimited lending and no reclaim.
+    slow mode *is* the queueing) with unlimited lending, no reclaim, every listed server in service and none of the
+    queueing ingredients (the attempt split, a property of the workload, stays).
     """
     variants = ingredient_variants(best)
     if best.reclaim_after_s is not None:
@@ -800,7 +807,8 @@ def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None
     if real_waits is not None and fit_span is not None:
         variants["latency fitted to the real waits, no contention"] = replace(
             best, latency_mixture=fit_latency_mixture(real_waits, fit_span), max_capacity_factor=None,
-            cap_quantile=None, reclaim_after_s=None, lending=True)
+            cap_quantile=None, reclaim_after_s=None, lending=True, servers_in_service=None, backoff="gangs",
+            gang_hold=False, user_limit_factor=None)
     return variants
 
 
@@ -878,12 +886,12 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
             moves.append(("servers_in_service", f"x{k:g}", replace(best, servers_in_service=int(round(n * k)))))
     flips = {"locality": {"relax": "any", "any": "relax"},
              "placement": {"most_free": "best_fit", "best_fit": "most_free"}, "rack_size": {16: 32, 32: 16},
-             "unknown_vc_quota": {"none": "demand", "demand": "none"},
-             "backoff": {"gangs": "every", "every": "gangs"}, "gang_hold": {False: True, True: False}}
+             "unknown_vc_quota": {"none": "demand", "demand": "none"}, "gang_hold": {False: True, True: False}}
     for name, other in flips.items():
         value = other.get(getattr(best, name))
         if value is not None:
             moves.append((name, f"{value}", replace(best, **{name: value})))
+    moves.extend(("backoff", scope, replace(best, backoff=scope)) for scope in BACKOFF_SCOPES if scope != best.backoff)
     return moves
 
 

@@ -52,7 +52,7 @@ DEFAULT_SPACE = {
     # each VC's cap from its own demand (off: the one factor above), the back-off scope, gang holds
     "servers_in_service": {"low": 300, "high": 420, "int": True, "off": None},
     "cap_quantile": {"low": 0.5, "high": 1.0, "off": None},
-    "backoff": ["gangs", "every"],
+    "backoff": ["gangs", "every", "borrowers"],
     "gang_hold": [False, True],
 }
 

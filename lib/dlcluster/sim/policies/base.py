@@ -27,7 +27,8 @@ ever get, ``any`` accepts any spread (placement still tries tight levels
 first), ``relax`` starts strict and loosens one level every ``relax_after_s``
 seconds of waiting (Philly's back-off). Waiting while a looser placement exists
 is attributed to back-off. ``backoff="every"`` holds back *every* job that
-cannot start when first tried for one ``relax_after_s`` (:mod:`..backoff`).
+cannot start when first tried for one ``relax_after_s``, ``"borrowers"`` every
+job that would have to borrow beyond its VC's quota (:mod:`..backoff`).
 """
 
 from __future__ import annotations
@@ -77,12 +78,15 @@ class SchedulingPolicy:
     def on_enqueue(self, job, now: float, sim) -> None:
         job.key = self.queue_key(job, now)
         job.level = _ANYWHERE if self.locality == "any" else job.min_level
+        if self.backoff == "borrowers" and sim.quota[job.vc] - sim.vc_used[job.vc] < job.gpus_now:
+            job.level = HELD     # it would have to borrow: held one timeout before it may
+            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
 
     def on_wait(self, job, now: float, sim) -> None:
         if self.backoff == "every":
             sim.set_level(job, HELD, now)
             sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
-        elif self.locality == "relax" and job.level < _ANYWHERE:
+        elif self.locality == "relax" and 0 <= job.level < _ANYWHERE:
             sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
 
     def on_relax(self, job, now: float, sim) -> None:
