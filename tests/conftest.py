@@ -65,7 +65,8 @@ _CI_RUNS: dict = {}
 
 @pytest.fixture(scope="session")
 def ci_notebook(tmp_path_factory):
-    """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict."""
+    """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict (and, as
+    ``folder``, the folder the notebook wrote its outputs to)."""
     from dlcluster.report import read_results_json
     from dlcluster.report.runner import execute_notebook, read_params
 
@@ -75,7 +76,7 @@ def ci_notebook(tmp_path_factory):
     def run(stem: str) -> dict:
         if stem not in _CI_RUNS:
             execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
-            _CI_RUNS[stem] = read_results_json(out / stem / "results.json")
+            _CI_RUNS[stem] = {**read_results_json(out / stem / "results.json"), "folder": out / stem}
         return _CI_RUNS[stem]
 
     run.out_dir = out   # the executed notebooks: <out_dir>/<stem>.ipynb

@@ -23,7 +23,7 @@ ALLOWED = {
     "sources": set(),
     "analysis": {"trace", "sources", "report"},
     "sim": {"trace", "sources"},
-    "validation": {"trace", "sim", "analysis", "report"},
+    "validation": {"trace", "sources", "sim", "analysis", "report"},
     "experiments": {"trace", "sources", "analysis", "sim", "validation", "report"},
 }
 SHARED = {"paths", "atomic", "codeversion", "ordering", "__init__"}

@@ -376,9 +376,10 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     begin = pd.Timestamp("2017-11-07 07:00", tz="UTC")
     calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
                                                           "held_out": (begin, begin + pd.Timedelta(days=30))},
-                                 {"complete_until": begin + pd.Timedelta(days=2), "occupancy_mae_pp": 1.0,
-                                  "occupancy_mae_pp_complete": 1.0, "max_median_ratio": 1.2, "max_p90_ratio": 1.9,
-                                  "max_ks": 0.1, "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
+                                 {"complete_until": begin + pd.Timedelta(days=2), "busy_servers_mae_pp": 1.0,
+                                  "busy_servers_mae_pp_complete": 1.0, "gpu_allocation_shortfall_pp": -1.0,
+                                  "max_median_ratio": 1.2, "max_p90_ratio": 1.9, "max_ks": 0.1,
+                                  "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
                                  {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": None,
                                   "warmup_days": None}, "k")
     workloads = vcache.ReplayWorkloads(None, full, full, None)
@@ -394,11 +395,11 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     # the calibrated sharing: each VC capped at 1.5x its quota (at least one 8-GPU server), reclaim after 120 s
     options = dict(inputs.options)
     caps, reclaim = options.pop("max_capacity"), options.pop("reclaim")
-    # real durations: no slowdown on top
-    assert options == {"lending": True, "placement": "best_fit", "slowdown": None}
+    # real durations: no slowdown on top; sampled every minute, as the occupancy record
+    assert options == {"lending": True, "placement": "best_fit", "slowdown": None, "sample_interval_s": 60.0}
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
-    assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0}
+    assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs"}
     # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
     w = inputs.workload
     start_s = (begin + pd.Timedelta(days=1) - w.epoch) / pd.Timedelta(seconds=1)

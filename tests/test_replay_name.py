@@ -11,7 +11,8 @@ from dlcluster.experiments.naming import replay_data_label, replay_name, targets
 from dlcluster.validation.scorecard import TARGETS
 
 REPO = Path(__file__).resolve().parents[1]
-ALL_MET = {key: target for key, (_, target) in TARGETS.items()}   # every figure exactly at its target: met
+#: every figure at its target ("at most") or just above it ("more than"): met
+ALL_MET = {key: target + 0.01 if at_least else target for key, (_, target, at_least) in TARGETS.items()}
 #: Words that call the replay validated (case-insensitive). "how far the replay is validated" introduces the
 #: scorecard of its targets and claims nothing.
 CALLED_VALIDATED = re.compile(r"\bvalidated\s+(calibrated\s+)?(rfold\s+)?(replay|workload)\b"
@@ -33,8 +34,9 @@ def test_validated_only_when_every_target_is_met():
     assert replay_name(ALL_MET) == "validated replay"
     one_missed = {**ALL_MET, "max_p90_ratio": 2 * TARGETS["max_p90_ratio"][1]}
     assert replay_name(one_missed) == f"calibrated replay ({len(TARGETS) - 1} of {len(TARGETS)} held-out targets met)"
-    # the figures of the replay as it stands (notebook 05, default parameters): 1 of 6
-    today = {"occupancy_mae_pp_complete": 12.0, "max_median_ratio": 4.8, "max_p90_ratio": 172.0, "max_ks": 0.4,
+    # a replay that meets only the latency target: 1 of 9
+    today = {"busy_servers_mae_pp_complete": 12.0, "gpu_allocation_shortfall_pp": 5.0, "max_median_ratio": 4.8,
+             "max_p90_ratio": 172.0, "fig3_median_ks": 0.4, "fig3_max_ks": 0.6, "fig3_share_3min_within": 0.2,
              "servers_spanned_max_ks": 0.3, "latency_only_wait_share": 0.001}
     assert targets_met(today) == (1, len(TARGETS))
     assert replay_name(today) == f"calibrated replay (1 of {len(TARGETS)} held-out targets met)"
@@ -47,7 +49,7 @@ def test_the_name_reads_notebook_05s_results_json_keys():
     results["validation.heldout.verdict"] = "any text"
     results["validation.other"] = 1.0
     assert replay_name(results) == "validated replay"
-    results["validation.heldout.max_ks"] = 0.5   # a missed target, and a missing one
+    results["validation.heldout.fig3_max_ks"] = 0.5   # a missed target, and a missing one
     del results["validation.heldout.max_p90_ratio"]
     assert replay_name(results) == f"calibrated replay ({len(TARGETS) - 2} of {len(TARGETS)} held-out targets met)"
 

@@ -2,7 +2,7 @@
 
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -123,11 +123,12 @@ def test_dre_first_waits_use_the_matched_duration():
                         "submitted": [epoch] * 3,
                         "last_end": [epoch + pd.Timedelta(seconds=1100), epoch + pd.Timedelta(seconds=400),
                                      epoch + pd.Timedelta(seconds=50)],
-                        "queueing_delay_s": [600.0, 0.0, 0.0], "num_servers": [1, 1, 2]})
+                        "queueing_delay_s": [600.0, 0.0, 0.0], "num_servers": [1, 1, 2],
+                        "run_time_s": [500.0, 400.0, 50.0]})
     table, excluded = vw.dre_first_waits(rep, dre)
     # d0: first start = 1100 - 1000 = 100 s after submit (DRE recorded 600 s: its last attempt)
     assert list(table["first_wait_s"]) == [100.0] and list(table["recorded_wait_s"]) == [600.0]
-    assert list(table["num_servers"]) == [1]
+    assert list(table["num_servers"]) == [1] and list(table["run_time_s"]) == [500.0]
     assert excluded == {"no matching job in the replay workload": 1, "first start before submit (inconsistent)": 1}
 
 
@@ -138,12 +139,7 @@ def test_gpu_seconds_per_day():
     assert list(out) == [2 * 43200.0, 2 * 43200.0 + 3600.0]
 
 
-def test_mae_points_and_ks_on_hand_made_series():
-    idx = pd.date_range("2017-10-01", periods=3, freq="h", tz="UTC")
-    sim = pd.Series([0.5, 0.6, 0.9], index=idx)
-    real = pd.Series([0.4, 0.8, 0.9], index=idx)
-    assert vc.mae_points(sim, real) == pytest.approx(10.0)
-    assert vc.mae_points(sim, real, (idx[0], idx[2])) == pytest.approx(15.0)
+def test_ks_on_hand_made_samples():
     assert vc.ks_distance([1, 2, 3], [4, 5, 6]) == 1.0
     assert vc.ks_distance([1, 2, 3, 4], [1, 2, 3, 4]) == 0.0
     assert vc.ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
@@ -322,12 +318,16 @@ def test_calibrated_replay_is_the_one_replay_record_with_what_it_ran_on():
 
 def test_scorecard_marks_each_target():
     from dlcluster.validation import scorecard
-    card = scorecard.scorecard({"occupancy_mae_pp_complete": 3.0, "max_median_ratio": 2.0, "max_p90_ratio": 1.9,
-                                "max_ks": float("nan"), "servers_spanned_max_ks": 0.15, "latency_only_wait_share": 0.5})
-    assert card["met"].tolist() == [True, False, True, False, True, False]
+    held = {"busy_servers_mae_pp_complete": 3.0, "gpu_allocation_shortfall_pp": 2.5, "max_median_ratio": 1.4,
+            "max_p90_ratio": 2.1, "fig3_median_ks": 0.15, "fig3_max_ks": float("nan"), "fig3_share_3min_within": 0.5,
+            "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.05}
+    card = scorecard.scorecard(held)
+    # at most 5 / 0 / 1.5 / 2 / 0.15 / 0.3 (NaN: not measured, not met) / more than half / 0.15 / 0.2
+    assert card["met"].tolist() == [True, False, True, False, True, False, False, True, True]
     text = scorecard.scorecard_text(card)
-    assert text.startswith("3 of 6 validation targets met")
-    assert "2.00 (target 1.5)" in text and "0.50 (target 0.2)" in text
+    assert text.startswith("5 of 9 validation targets met")
+    assert "2.50 (target at most 0)" in text and "0.50 (target more than 0.5)" in text
+    assert scorecard.scorecard({**held, "fig3_share_3min_within": 0.51})["met"].sum() == 6
 
 
 def test_helios_complete_log_figures_are_the_published_ones():
@@ -370,7 +370,7 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
                                      cache_dir=tmp_path / "fresh")
     same = [c for c in first.trials.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(first.trials[same], fresh.trials[same])
-    assert fresh.params == first.params and fresh.held_out == first.held_out
+    assert fresh.params == first.params and pd.Series(fresh.held_out).equals(pd.Series(first.held_out))
     # the best trial is the lowest objective, and the calibrated params are its values
     best = first.trials.loc[first.trials["objective"].idxmin()]
     assert first.params.relax_after_s == best["relax_after_s"]
@@ -431,26 +431,29 @@ def test_a_cached_calibration_is_found_before_anything_is_loaded(tmp_path, monke
 
 
 def test_an_interrupted_search_resumes_its_study(tmp_path):
-    """Trials already completed are kept: a second call runs only the missing ones."""
+    """Trials already completed are kept: a second call runs only the missing ones (batches of two)."""
     from dlcluster.validation import search as sr
     calls = []
 
     def objective(params):
         calls.append(params.relax_after_s)
         value = abs(params.relax_after_s - 300.0)
-        return vc.Evaluation(value, 0.0, 0.0, 0.0, value)
+        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
 
     space = {"relax_after_s": {"low": 30.0, "high": 1800.0, "log": True}}
     start = vc.ReplayParams()
-    best3, trials3 = sr.search(objective, start, space, 3, tmp_path / "s.db", "s", seed=1)
-    assert len(calls) == 3 and calls[0] == 180.0 and len(trials3) == 3   # the start point first
-    best6, trials6 = sr.search(objective, start, space, 6, tmp_path / "s.db", "s", seed=1)
+    best4, trials4 = sr.search(objective, start, space, 4, tmp_path / "s.db", "s", seed=1, workers=1)
+    assert len(calls) == 4 and calls[0] == 180.0 and len(trials4) == 4   # the start point first
+    best6, trials6 = sr.search(objective, start, space, 6, tmp_path / "s.db", "s", seed=1, workers=1)
     assert len(calls) == 6 and trials6["trial"].tolist() == list(range(6))
-    pd.testing.assert_frame_equal(trials6.head(3), trials3)
-    assert abs(best6.relax_after_s - 300) <= abs(best3.relax_after_s - 300)
-    # the same search from scratch proposes the same trials
-    _, again = sr.search(objective, start, space, 6, tmp_path / "t.db", "t", seed=1)
+    pd.testing.assert_frame_equal(trials6.head(4), trials4)
+    assert abs(best6.relax_after_s - 300) <= abs(best4.relax_after_s - 300)
+    # the same search from scratch proposes the same trials, and so does it with each batch's two trials run side
+    # by side in two processes (the proposals do not depend on the number of workers)
+    _, again = sr.search(objective, start, space, 6, tmp_path / "t.db", "t", seed=1, workers=1)
     pd.testing.assert_frame_equal(again, trials6)
+    _, forked = sr.search(objective, start, space, 6, tmp_path / "u.db", "u", seed=1, workers=2)
+    pd.testing.assert_frame_equal(forked, trials6)
     with pytest.raises(ValueError, match="must be a list of values or"):
         sr.check_space({"relax_after_s": {"low": 1.0}})
 
@@ -489,13 +492,25 @@ def test_servers_spanned_pairs_each_record_with_its_replayed_job():
     assert causes == {"fair_share": 0.0, "fragmentation": 0.0, "backoff": 0.0, "latency": 0.0}
 
 
-def test_ablation_removes_each_contention_ingredient_and_keeps_the_model_before_it():
+def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it():
     waits = pd.concat([_two_mode_waits(400, 600, 12.0, 400.0, "2-4", 1),
                        _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
     best = vc.ReplayParams(locality="relax", max_capacity_factor=1.5, reclaim_after_s=120.0,
-                           latency_mixture=vc.fit_overhead_latency(waits, span))
+                           latency_mixture=vc.fit_overhead_latency(waits, span), servers_in_service=360,
+                           attempt_split=(0.4, 0.0, 0.5, 1.0))
     variants = vc.ablation_variants(best, waits, span)
+    # issue 29's ingredients, each switched the other way
+    assert variants["all listed servers in service (539)"].servers_in_service is None
+    assert variants["420 servers in service (the record's count)"].servers_in_service == 420
+    assert variants["caps from each VC's demand (0.95 quantile)"].cap_quantile == 0.95
+    assert variants["back-off for every size"].backoff == "every"
+    assert variants["back-off for jobs that would borrow"].backoff == "borrowers"
+    assert variants["gangs hold GPUs while waiting"].gang_hold is True
+    limits = variants["user limits (YARN defaults; users = bursts, assumed)"]
+    assert (limits.user_limit_factor, limits.minimum_user_limit_percent) == (1.0, 100.0)
+    assert variants["one attempt per job (no split)"].attempt_split == ()
+    # the contention mechanism's, and the model before it
     assert variants["no reclaim"].reclaim_after_s is None
     assert variants["no cap (unlimited lending)"].max_capacity_factor is None
     assert variants["lending off"].lending is False
@@ -503,11 +518,16 @@ def test_ablation_removes_each_contention_ingredient_and_keeps_the_model_before_
     assert variants["no VC quotas"].quotas is False
     assert variants["no scheduler latency"].latency_mixture == ()
     before = variants["latency fitted to the real waits, no contention"]
-    assert before.max_capacity_factor is None and before.reclaim_after_s is None
+    assert before.max_capacity_factor is None and before.reclaim_after_s is None and before.servers_in_service is None
     assert before.latency_mixture[1][1] < 1   # a two-mode mixture: its slow mode draws the queueing
     for name, params in variants.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed, name
+    others = vc.ablation_variants(replace(best, servers_in_service=None, cap_quantile=0.9, backoff="every",
+                                          gang_hold=True, user_limit_factor=2.0, attempt_split=()))
+    assert {"one cap factor for every VC (no caps from demand)", "back-off for gangs only", "no gang holds",
+            "no user limits"} <= set(others) and "all listed servers in service (539)" not in others
+    assert "back-off for every size" not in others
     assert "no reclaim" not in vc.ablation_variants(vc.ReplayParams())
 
 
@@ -543,17 +563,21 @@ def test_preemptions_are_counted_with_the_gpu_hours_they_lose():
 
 def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     best = vc.ReplayParams(locality="relax", relax_after_s=120.0, max_capacity_factor=1.5, reclaim_after_s=None,
-                           placement="most_free", rack_size=16, unknown_vc_quota="none")
+                           placement="most_free", rack_size=16, unknown_vc_quota="none", servers_in_service=360)
     moves = {(name, label): params for name, label, params in vc._moves(best)}
-    assert moves[("relax_after_s", "x0.5")].relax_after_s == 60.0
     assert moves[("relax_after_s", "x2")].relax_after_s == 240.0
     assert moves[("max_capacity_factor", "halfway to the quota")].max_capacity_factor == 1.25
-    assert moves[("max_capacity_factor", "twice as far from it")].max_capacity_factor == 2.0
     assert moves[("max_capacity_factor", "unlimited")].max_capacity_factor is None
     assert moves[("reclaim_after_s", "on after 300 s")].reclaim_after_s == 300.0
+    assert moves[("servers_in_service", "x0.95")].servers_in_service == 342
+    assert moves[("servers_in_service", "x1.05")].servers_in_service == 378
     assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
     assert moves[("rack_size", "32")].rack_size == 32
     assert moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
+    assert moves[("backoff", "every")].backoff == "every" and moves[("gang_hold", "True")].gang_hold is True
+    assert moves[("backoff", "borrowers")].backoff == "borrowers"
     for (name, _), params in moves.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed == {name}, (name, changed)
+    demand = {(n, label): p for n, label, p in vc._moves(replace(best, cap_quantile=0.8))}
+    assert demand[("cap_quantile", "halfway to 1")].cap_quantile == pytest.approx(0.9)

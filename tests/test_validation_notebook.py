@@ -18,17 +18,26 @@ STEM = "05-simulator-validation"
 DELAY_BUCKETS = ("2-4", "5-8", ">8")
 
 
-def occupancy_mae(result, occupancy: pd.DataFrame, span: tuple) -> float:
-    """Hourly mean share of servers with a job, replay vs real (minutes with active == 0 are monitoring gaps),
-    mean absolute difference in points over the hours in ``span``."""
+def busy_servers_mae(result, occupancy: pd.DataFrame, span: tuple) -> float:
+    """Hourly mean busy servers as counts, replay vs the record's active servers (minutes with active == 0 are
+    monitoring gaps), the mean absolute difference in points of the record's hourly mean total, over ``span``."""
     ts = result.timeseries
     times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
-    simulated = pd.Series(1 - ts["idle_servers"].to_numpy() / result.topology.num_servers, index=times)
+    simulated = pd.Series(result.topology.num_servers - ts["idle_servers"].to_numpy(), index=times)
     real = occupancy[occupancy["active"] > 0].set_index("time")
-    both = pd.concat([simulated.resample("1h").mean(), (real["active"] / real["total"]).resample("1h").mean()],
-                     axis=1, keys=["simulated", "real"]).dropna()
+    both = pd.concat([simulated.resample("1h").mean(), real["active"].resample("1h").mean(),
+                      real["total"].resample("1h").mean()], axis=1, keys=["simulated", "real", "total"]).dropna()
     both = both[(both.index >= span[0]) & (both.index < span[1])]
-    return 100 * (both["simulated"] - both["real"]).abs().mean()
+    return 100 * ((both["simulated"] - both["real"]).abs() / both["total"]).mean()
+
+
+def allocation_by_hand(result, cdf: pd.DataFrame, span: tuple) -> tuple[float, float]:
+    """(the replay's mean allocated share of its GPUs in ``span``, 1 - the CDF's share at 0% utilization)."""
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    inside = (times >= span[0]) & (times < span[1])
+    share = (ts["allocated_gpus"][inside] / result.topology.total_gpus).mean()
+    return share, 1 - cdf.loc[cdf["gpu_util_percent"] == 0, "cdf_percent"].max() / 100
 
 
 def paired_waits(rep, waits: pd.DataFrame, span: tuple) -> pd.DataFrame:
@@ -73,8 +82,16 @@ def rerun(doc):
     buckets = ["all", *[b for b in DELAY_BUCKETS if f"calibrated.latency.{b}.median_s" in r]]
     mixture = tuple((b, 1.0, r[f"calibrated.latency.{b}.median_s"], r[f"calibrated.latency.{b}.sigma"], 0.0, 0.0)
                     for b in buckets)
-    params = vc.ReplayParams(**fields, latency_mixture=mixture)
     span = vc.spans(pub.occupancy, p["fit_days"], p["replay_days"])
+    # the attempt split, read off the DRE records by hand: records whose last start lies > 60 s after their first,
+    # and 21 quantiles of the share of their duration before the last attempt
+    earlier = waits["recorded_wait_s"] - waits["first_wait_s"]
+    retried = earlier > 60
+    before = (earlier / (earlier + waits["run_time_s"]))[retried]
+    split = tuple(round(float(v), 6) for v in (retried.mean(), *np.quantile(before, np.linspace(0, 1, 21))))
+    assert r["real.retried_share"] == pytest.approx(retried.mean())
+    params = vc.ReplayParams(**fields, latency_mixture=mixture, attempt_split=split,
+                             demand_span=tuple(str(t) for t in span["fit"]))
     rep = vc.run_replay(replay, pub.machines, pub.vc_quotas, params)
     return {"pub": pub, "replay": replay, "waits": waits, "params": params, "span": span, "rep": rep, "dre": dre}
 
@@ -107,7 +124,8 @@ def test_job_set_evidence_and_workload(doc, rerun):
 
 
 def objective_by_hand(rep, pub, waits, span) -> float:
-    """Occupancy MAE + 10 x (mean |ln median ratio| + mean |ln p90 ratio| + mean KS) over the size buckets."""
+    """Busy-server MAE + points below the allocation bound + 10 x (mean |ln median ratio| + mean |ln p90 ratio|
+    + mean KS) over the size buckets."""
     pairs = paired_waits(rep, waits, span)
     med, p90, ks = [], [], []
     for _, part in pairs.groupby("bucket"):
@@ -115,7 +133,9 @@ def objective_by_hand(rep, pub, waits, span) -> float:
         med.append(abs(math.log(max(simulated.median(), 1.0) / max(real.median(), 1.0))))
         p90.append(abs(math.log(max(simulated.quantile(0.9), 1.0) / max(real.quantile(0.9), 1.0))))
         ks.append(stats.ks_2samp(real, simulated).statistic)
-    return occupancy_mae(rep.result, pub.occupancy, span) + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks))
+    share, bound = allocation_by_hand(rep.result, pub.cluster_gpu_util_cdf, span)
+    return (busy_servers_mae(rep.result, pub.occupancy, span) + max(0.0, 100 * (bound - share))
+            + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks)))
 
 
 @pytest.mark.notebook
@@ -134,9 +154,12 @@ def test_calibration_beats_the_settings_it_starts_from(doc, rerun):
         return objective_by_hand(rep, pub, waits, span["fit"])
 
     start = replace(params, max_capacity_factor=None, reclaim_after_s=None, relax_after_s=180.0, locality="relax",
-                    placement="most_free", rack_size=16, unknown_vc_quota="none")
+                    placement="most_free", rack_size=16, unknown_vc_quota="none", servers_in_service=None,
+                    cap_quantile=None, backoff="gangs", gang_hold=False)
     calibrated = score(params)
     assert calibrated <= score(start) + 1e-9 and calibrated <= score(replace(start, max_capacity_factor=1.0)) + 1e-9
+    # the fourth start point: 360 servers in service with unlimited lending
+    assert calibrated <= score(replace(start, servers_in_service=360)) + 1e-9
     # the scheduler latency carries the launcher's overhead only: a lognormal of the fit span's real waits <= 40 s
     fit_waits = waits[(waits["submitted"] >= span["fit"][0]) & (waits["submitted"] < span["fit"][1])]
     fast = fit_waits[fit_waits["first_wait_s"] <= 40]
@@ -155,13 +178,20 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     r = doc["results"]
     pub, span, rep = rerun["pub"], rerun["span"], rerun["rep"]
     held = span["held_out"]
-    # occupancy: the same figure from a second run of the same replay, by hand
-    mae = occupancy_mae(rep.result, pub.occupancy, held)
-    assert r["heldout.occupancy_mae_pp"] == pytest.approx(mae, rel=1e-9)
+    # busy servers in the record's units: the same figure from a second run of the same replay, by hand
+    mae = busy_servers_mae(rep.result, pub.occupancy, held)
+    assert r["heldout.busy_servers_mae_pp_all"] == pytest.approx(mae, rel=1e-9)
     complete = (held[0], min(held[1], pd.Timestamp(r["heldout.complete_until"])))
-    mae_complete = occupancy_mae(rep.result, pub.occupancy, complete)
-    assert r["validation.heldout.occupancy_mae_pp_complete"] == pytest.approx(mae_complete, rel=1e-9)
-    assert r["ablation.calibrated.occupancy_mae_pp_complete"] == pytest.approx(mae_complete, rel=1e-9)
+    mae_complete = busy_servers_mae(rep.result, pub.occupancy, complete)
+    assert r["validation.heldout.busy_servers_mae_pp"] == pytest.approx(mae_complete, rel=1e-9)
+    assert r["ablation.calibrated.busy_servers_mae_pp_complete"] == pytest.approx(mae_complete, rel=1e-9)
+    assert r["replay.servers_in_service"] == rep.topology.num_servers
+    assert r["replay.servers_in_service"] == (rerun["params"].servers_in_service or 539)
+    # GPU allocation against its lower bound: 32.2% of the reporting GPU-minutes at 0% leave at least 67.8%
+    share, bound = allocation_by_hand(rep.result, pub.cluster_gpu_util_cdf, held)
+    assert r["real_gpu_allocated_share_lower_bound"] == pytest.approx(bound) == pytest.approx(0.677678)
+    assert r["validation.heldout.gpu_allocated_share"] == pytest.approx(share, rel=1e-9)
+    assert r["validation.heldout.gpu_allocation_shortfall_pp"] == pytest.approx(100 * (bound - share), rel=1e-9)
     # waits per size bucket and the KS of the largest VCs, from the pairs of real and replayed waits
     pairs = paired_waits(rep, rerun["waits"], held)
     medians, p90s = [], []
@@ -218,11 +248,21 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     mine = att_all[att_all["jobid"].isin(jobs["jobid"])]
     assert r["replay.preemptions"] == int((mine["outcome"] == "preempted").sum())
     # the scorecard: each held-out figure against its target (lower is better), counted from the figures
-    targets = {"occupancy_mae_pp_complete": 5.0, "max_median_ratio": 1.5, "max_p90_ratio": 2.0, "max_ks": 0.15,
-               "servers_spanned_max_ks": 0.15, "latency_only_wait_share": 0.2}
-    met = sum(r[f"validation.heldout.{k}"] <= target for k, target in targets.items())
+    figures = {"busy": r["validation.heldout.busy_servers_mae_pp"],
+               "alloc": r["validation.heldout.gpu_allocated_share"],
+               "median": r["validation.heldout.max_median_ratio"], "p90": r["validation.heldout.max_p90_ratio"],
+               "fig3_median": r.get("validation.fig3.median_ks"), "fig3_max": r.get("validation.fig3.max_ks"),
+               "fig3_3min": r.get("validation.fig3.share_3min_within"),
+               "spanned": r["validation.heldout.servers_spanned_max_ks"],
+               "latency": r["validation.heldout.latency_only_wait_share"]}
+    met = sum([figures["busy"] <= 5, figures["alloc"] >= r["real_gpu_allocated_share_lower_bound"],
+               figures["median"] <= 1.5, figures["p90"] <= 2,
+               figures["fig3_median"] is not None and figures["fig3_median"] <= 0.15,
+               figures["fig3_max"] is not None and figures["fig3_max"] <= 0.3,
+               figures["fig3_3min"] is not None and figures["fig3_3min"] > 0.5,
+               figures["spanned"] <= 0.15, figures["latency"] <= 0.2])
     assert r["validation.heldout.targets_met"] == met
-    assert r["validation.heldout.verdict"].startswith(f"{met} of 6 validation targets met")
+    assert r["validation.heldout.verdict"].startswith(f"{met} of 9 validation targets met")
     # the ablation: the model before this work draws every wait (its latency is the whole waiting), the mechanism
     # leaves at most a fifth of it to the drawn overhead
     drawn = r["ablation.latency_fitted_to_the_real_waits_no_contention.latency_only_wait_share"]
@@ -234,10 +274,12 @@ def test_figures_and_peer_comparison(doc):
     from dlcluster.paths import data_dir
 
     r = doc["results"]
-    assert {f["name"] for f in doc["figures"]} == {"demand_vs_occupancy", "latency_fit", "calibration_search",
-                                                  "occupancy_replay_vs_real", "fig3_vc_cdfs_replay_vs_real",
-                                                  "servers_spanned_replay_vs_real", "table2_validated_replay",
-                                                  "long_waits_by_day", "peer_complete_log_per_vc"}
+    figures = {"demand_vs_occupancy", "latency_fit", "calibration_search", "busy_servers_replay_vs_real",
+               "dre_vc_cdfs_replay_vs_real", "servers_spanned_replay_vs_real", "table2_validated_replay",
+               "long_waits_by_day", "peer_complete_log_per_vc"}
+    if "validation.fig3.cells" in r:
+        figures.add("fig3_replay_vs_full_trace")
+    assert {f["name"] for f in doc["figures"]} == figures
     assert all(f["data"] for f in doc["figures"])
     assert any("SIMULATED" in f["data"] for f in doc["figures"])
     assert {c["key"] for c in doc["comparisons"]} >= {"failures.unsuccessful_jobs_pct",
@@ -256,3 +298,70 @@ def test_figures_and_peer_comparison(doc):
                                   ("sjf", "jct"): 39610.47496920641, ("sjf", "queue"): 10090.154880784798}, rel=1e-6)
     # as in Helios's run, shortest-job-first cuts both the mean wait and the mean JCT against FIFO
     assert ours["sjf", "queue"] < ours["fifo", "queue"] and ours["sjf", "jct"] < ours["fifo", "jct"]
+
+
+@pytest.mark.notebook
+def test_figure3_comparison_recomputed_from_the_replays_attempts(doc, rerun):
+    """Each scored cell's KS and ratios by a second route: the replay's attempts read directly, the curve's points
+    walked one by one."""
+    r = doc["results"]
+    from dlcluster.validation.calibration import official_fig3_or_none
+
+    table = official_fig3_or_none()
+    if table is None:
+        # without the digitized figure the comparison is not made, and its targets are not met
+        assert "validation.fig3.cells" not in r and r["validation.heldout.targets_met"] <= 6
+        return
+    rep, params = rerun["rep"], rerun["params"]
+    from dlcluster.validation.calibrate import scheduler_latency
+    att = rep.result.attempts.sort_values(["jobid", "attempt"], kind="stable")
+    jobs = rep.result.jobs.set_index("jobid")
+    latency = pd.Series(rep.latency_s, index=rep.result.jobs["jobid"])
+    later = att["attempt"] > 0
+    overhead = np.zeros(len(att))
+    overhead[later.to_numpy()] = scheduler_latency(params, att.loc[later, "num_gpus"].to_numpy(), 1)
+    previous_end = att.groupby("jobid")["end_s"].shift()
+    first_wait = (att["start_s"] - jobs["arrival_s"].reindex(att["jobid"]).to_numpy()
+                  + latency.reindex(att["jobid"]).to_numpy())
+    wait = np.where(later, att["start_s"] - previous_end + overhead, first_wait)
+    gpus = jobs["num_gpus"].reindex(att["jobid"]).to_numpy()
+    bucket = np.select([gpus == 1, gpus <= 4, gpus <= 8], ["1", "2-4", "5-8"], ">8")
+    mine = pd.DataFrame({"vc": jobs["vc"].reindex(att["jobid"]).astype(str).to_numpy(), "bucket": bucket,
+                         "minutes": np.maximum(wait, 0) / 60})
+    mine = mine[mine["minutes"] > 0]
+    keys = {}
+    for (vc, b), part in mine.groupby(["vc", "bucket"]):
+        curve = table[(table["vc"] == vc) & (table["bucket"] == b) & table["flag"].isin(["observed", "interpolated"])]
+        if len(part) < 100 or curve.empty:
+            continue
+        x = part["minutes"].to_numpy()
+        gaps = []
+        for point in curve.itertuples():
+            # the point's pixel column, one more either side on the log axis
+            left, right = point.x_left ** 2 / point.x_right, point.x_right ** 2 / point.x_left
+            upto, below = (x <= right).mean(), (x < left).mean()
+            gaps.append(max(0.0, point.cdf_low / 100 - upto, below - point.cdf_high / 100))
+        keys[f"{vc}.{b.replace('>8', 'gt8')}"] = max(gaps)
+    assert r["validation.fig3.cells"] == len(keys)
+    for key, ks in keys.items():
+        assert r[f"validation.fig3.{key}.ks"] == pytest.approx(ks, abs=1e-9), key
+    assert r["validation.fig3.median_ks"] == pytest.approx(np.median(list(keys.values())), abs=1e-9)
+    assert r["validation.fig3.max_ks"] == pytest.approx(max(keys.values()), abs=1e-9)
+
+
+@pytest.mark.notebook
+def test_replay_exports_are_the_replays_attempts_and_minutes(doc, rerun):
+    out = doc["folder"]
+    attempts = pd.read_parquet(out / "replay_attempts.parquet")
+    minutes = pd.read_parquet(out / "replay_minutes.parquet")
+    rep = rerun["rep"]
+    assert len(attempts) == len(rep.result.attempts) == doc["results"]["export.attempts_rows"]
+    assert len(minutes) == len(rep.result.timeseries) == doc["results"]["export.minutes_rows"]
+    # the real submit is before the overhead the replay adds: submit + overhead = the replay's arrival
+    jobs = rep.result.jobs.set_index("jobid")
+    first = attempts[attempts["attempt"] == 0].set_index("jobid")
+    arrival = jobs["submitted"].reindex(first.index)
+    latency = pd.Series(rep.latency_s, index=rep.result.jobs["jobid"]).reindex(first.index)
+    assert ((arrival - first["submitted"]).dt.total_seconds() - latency).abs().max() < 1e-3
+    assert (minutes["busy_servers"] <= minutes["servers_in_service"]).all()
+    assert (minutes["allocated_gpus"] <= minutes["gpus_in_service"]).all()

@@ -67,6 +67,22 @@ def test_philly_backs_off_then_relaxes_locality():
     assert job(r, "E")[["first_start_s", "end_s", "wait_s"]].tolist() == [55, 65, 0]
 
 
+
+def test_philly_times_the_back_off_of_a_job_whose_cause_is_settled_in_its_arrival_pass():
+    # J0 and J2 fill s0, J1 holds 2 of s1's 4 GPUs. W (4 GPUs) arrives at 1 and waits for 2 free GPUs. At 10 J0 ends
+    # (2 free on s0, 2 on s1) and C (4 GPUs) arrives: the GPUs free to their VC change from 2 to 4 in that pass, so
+    # C's cause (back-off: a 2-server placement exists) is derived with the VC's, and W's was so at 1. Their relax
+    # timers must still start: W relaxes at 1 + 30 and runs 31-36 on s0 + s1; C waits for it (fair share 31-36) and
+    # relaxes at 10 + 30. Before the timer was started for such jobs, both waited for a whole server until 1000.
+    rows = [("J0", 0, 2, 10), ("J1", 0, 2, 1000), ("J2", 0, 2, 1000), ("W", 1, 4, 5), ("C", 10, 4, 5)]
+    r = run(rows, TWO_BY_FOUR, PhillyPolicy(relax_after_s=30))
+    w, c = job(r, "W"), job(r, "C")
+    assert w[["first_start_s", "end_s", "num_servers", "delay_fair_share_s", "delay_backoff_s"]].tolist() == \
+        [31, 36, 2, 9, 21]
+    assert c[["first_start_s", "end_s", "num_servers", "delay_fair_share_s", "delay_backoff_s"]].tolist() == \
+        [40, 45, 2, 5, 25]
+
+
 def test_slowdown_from_spread_and_colocation():
     model = SlowdownModel(cross_server=0.5, cross_rack=0.25, colocated_one_server=0.8, colocated_spread=0.5)
     rows = [("A", 0, 3, 100), ("B", 0, 3, 100), ("C", 5, 2, 10)]

@@ -481,7 +481,7 @@ def rtf_step(outcomes: pd.DataFrame, jobs: pd.DataFrame, within_s: float = 60.0)
         "minutes": step_s / 60, "failures": len(near), "share": len(near) / len(failed),
         "spread_s": float(middle[1] - middle[0]),
         "users": int(near["user"].nunique()), "failing_users": int(failed["user"].nunique()),
-        "top_user_share": float(near["user"].value_counts(normalize=True).iloc[0]),
+        "top_user_share": float(near["user"].value_counts(normalize=True, sort=False).max()),
         "vcs": int(near["vc"].nunique()), "failing_vcs": int(failed["vc"].nunique()),
         "sizes": sorted(int(g) for g in near["num_gpus"].unique()),
         "weeks": int(week[near.index].nunique()), "failing_weeks": int(week.nunique()),

@@ -244,10 +244,12 @@ def simulation_options(cell: dict, workload: Workload,
     elif experiment == "locality":
         relax_after = float(cell.get("relax_after_s") or philly.get("relax_after_s", 180.0))
         long_jobs = cell.get("long_jobs", "as-others")
+        # the calibrated replay's back-off scope (every job size, or gangs only) holds in every arm
+        backoff = philly.get("backoff", "gangs")
         if long_jobs == "strict":
-            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after)
+            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after, backoff)
         else:
-            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after)
+            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after, backoff=backoff)
         if long_jobs == "migrate":
             options["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=LONG_JOB_S)
         elif long_jobs not in ("as-others", "strict"):

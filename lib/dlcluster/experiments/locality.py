@@ -20,8 +20,8 @@ class LongJobsStrictPolicy(PhillyPolicy):
 
     name = "philly-long-strict"
 
-    def __init__(self, long_job_s: float = LONG_JOB_S, relax_after_s: float = 180.0):
-        super().__init__(locality="relax", relax_after_s=relax_after_s)
+    def __init__(self, long_job_s: float = LONG_JOB_S, relax_after_s: float = 180.0, backoff: str = "gangs"):
+        super().__init__(locality="relax", relax_after_s=relax_after_s, backoff=backoff)
         self.long_job_s = float(long_job_s)
 
     def on_wait(self, job, now, sim):

@@ -42,6 +42,7 @@ class CalibratedInputs:
     locality: str
     relax_after_s: float
     description: dict      # what the summary says: workload, parameters, validation figures
+    backoff: str = "gangs"  # the calibrated back-off scope of Philly's policy (sim/backoff.py)
 
 
 def add_parser(subparsers, calibrated: Callable | None = None) -> argparse.ArgumentParser:
@@ -188,6 +189,8 @@ def make_options(args) -> dict:
     policy_options = {"relax_after_s": 180.0 if args.relax_after is None else args.relax_after}
     if args.locality:
         policy_options["locality"] = args.locality
+    if getattr(args, "backoff", None):
+        policy_options["backoff"] = args.backoff
     if args.policy in ("las", "gittins"):
         try:
             policy_options["thresholds_gpu_s"] = tuple(float(t) for t in args.las_thresholds.split(","))
@@ -253,16 +256,21 @@ def calibrated_options(args, inputs: CalibratedInputs) -> dict:
     """The simulator options of the calibrated replay, with what the command line changes on top.
 
     The calibration's sharing (lending, caps, reclaim), placement and ideal speed (the real durations already
-    hold each job's slowdown) stay; Philly's policy takes the calibrated locality and relax timeout, which
-    ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing.
+    hold each job's slowdown) stay; Philly's policy takes the calibrated locality, relax timeout and back-off
+    scope, which ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing; a
+    ``--failures`` model replaces the calibrated attempt split.
     """
     args = argparse.Namespace(**vars(args))
     if args.relax_after is None:
         args.relax_after = inputs.relax_after_s
-    if args.policy == "philly" and not args.locality:
-        args.locality = inputs.locality
+    if args.policy == "philly":
+        args.backoff = inputs.backoff
+        if not args.locality:
+            args.locality = inputs.locality
     options = make_options(args)
     calibrated = dict(inputs.options)
+    if args.failures != "none":
+        calibrated = {k: v for k, v in calibrated.items() if k not in ("failures", "retry")}
     if args.no_lending:
         calibrated = {"lending": False, "placement": calibrated.get("placement"),
                       "slowdown": calibrated.get("slowdown")}

@@ -45,7 +45,6 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
-import itertools
 import time as wallclock
 
 import numpy as np
@@ -53,18 +52,21 @@ import numpy as np
 from .cluster import ClusterState
 from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
+from .gang import GangHolds
 from .jobs import Cause, Job, JobState, Outcome
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
+from .preemption import PassState, preempt_for
 from .results import SimResult
-from .sharing import Reclaim, vc_caps
+from .sampler import Sampler, pending_bucket, progress_bar
+from .sharing import Reclaim, arm_reclaim, reclaim_check, vc_caps
 from .slowdown import default_slowdown_model, no_slowdown
 from .topology import Topology
+from .users import UserLimits, UserState
 from .workload import Workload
 
 _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
 _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
-_RECLAIM = int(EventKind.RECLAIM)
 _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
 _FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
 _INF = float("inf")
@@ -84,14 +86,18 @@ class Simulator:
     ``early_stop``: end jobs when their loss converged (``converge_frac``).
     ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
     ``restart_overhead_s``: time each attempt after the first spends restoring
-    before it makes progress. ``progress``: show a tqdm progress bar.
+    before it makes progress. ``gang_hold``: a waiting gang holds the free GPUs it
+    wants until it starts or relaxes (:mod:`.gang`). ``user_limits``: a
+    :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None.
+    ``progress``: show a tqdm progress bar.
     """
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
                  lending: bool = True, max_capacity: dict | None = None, reclaim: Reclaim | None = None,
                  placement=None, slowdown="default", failures: FailureModel | None = None,
                  retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
-                 sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, progress: bool = False):
+                 sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, gang_hold: bool = False,
+                 user_limits: UserLimits | None = None, progress: bool = False):
         if len(workload) == 0:
             raise ValueError("workload has no jobs")
         if not sample_interval_s > 0:
@@ -106,6 +112,7 @@ class Simulator:
         if isinstance(slowdown, str) and slowdown == "default":
             slowdown = default_slowdown_model()
         self.slowdown = no_slowdown if slowdown is None else getattr(slowdown, "speed", slowdown)
+        self._ideal = self.slowdown is no_slowdown   # every job at speed 1: no neighbour ever changes it
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
         if not self.policy.backfill and quotas is not None and lending:
@@ -115,24 +122,31 @@ class Simulator:
             raise ValueError("max_capacity caps what VCs borrow beyond their quotas: it needs quotas and lending=True")
         if reclaim is not None and (quotas is None or not lending):
             raise ValueError("reclaim takes lent GPUs back: it needs quotas and lending=True")
+        if user_limits is not None and quotas is None:
+            raise ValueError("user_limits are shares of each VC's quota: they need quotas")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.max_capacity, self.reclaim = max_capacity, reclaim
-        self._reclaim_pending, self._reclaim_checks = False, 0
+        self.reclaim_pending, self.reclaim_checks = False, 0
         self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
         self.failure_model = failures
         self.sample_interval_s, self.restart_overhead_s, self.progress = sample_interval_s, restart_overhead_s, progress
         self.cluster = ClusterState(topology)
         self._setup_vcs(quotas)
         self._setup_jobs()
+        self.gang_holds = GangHolds(self) if gang_hold else None
+        self._held_by_vc = self.gang_holds.by_vc if gang_hold else [0] * len(self.vc_names)
+        self.users = UserState(self, user_limits) if user_limits is not None else None
         self.waiting: dict[int, Job] = {}
+        self.pending_jobs, self.pending_gpus = [0] * 4, [0] * 4   # waiting jobs and their GPUs per size bucket
         self.running: dict[int, Job] = {}
         self.spread_running: dict[int, Job] = {}     # running wider than they must (for consolidation)
         self.rejections: dict[int, str] = {}
         self.attempt_log: list = []
         # Waiting jobs grouped by VC, gang size and locality level (members of a group get the same answer
         # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}}
-        self._groups = [dict() for _ in self.vc_names]
+        self.groups = [dict() for _ in self.vc_names]
         self._avail_seen = [self._available(v) for v in range(len(self.vc_names))]
+        self.allocation_changes, self._classified_at = 0, None
         self._new: list[Job] = []
         self._capacity_freed = self._priorities_changed = False
         self._speed_cache: dict = {}
@@ -221,11 +235,11 @@ class Simulator:
         handlers = [None] * (max(EventKind) + 1)
         handlers[_END], handlers[_FAIL] = self._on_end, self._on_fail
         handlers[EventKind.DEMOTE], handlers[EventKind.RELAX] = self._on_demote, self._on_relax
-        handlers[_RECLAIM] = self._on_reclaim
+        handlers[EventKind.RECLAIM] = lambda _job, _token, now: reclaim_check(self, now)
         arrivals, arrival_order = self._arrival_times, self._arrival_order
         n_arrivals, next_arrival = len(arrivals), 0
-        sampler = _Sampler(self)
-        bar = _progress_bar(len(jobs), self.progress)
+        sampler = Sampler(self)
+        bar = progress_bar(len(jobs), self.progress)
         last_done, last_time, events = 0, 0.0, 0
         cluster = self.cluster
         while True:
@@ -278,6 +292,8 @@ class Simulator:
             self.rejections[job.idx] = reason
             self._finish(job, "Rejected", now)
             return
+        if self.users is not None:
+            self.users.arrive(job)
         if self.retry_policy.prerun_s > 0 and g > 1:
             job.in_prerun, job.gpus_now, job.min_level = True, 1, _SERVER
             job.work_left = self.retry_policy.prerun_s
@@ -323,6 +339,8 @@ class Simulator:
     def _finish(self, job: Job, status: str, now: float) -> None:
         job.status, job.end_time, job.state = status, now, _DONE
         self.done_count += 1
+        if self.users is not None and status != "Rejected":
+            self.users.leave(job)
 
     # ------------------------------------------------------------ job state
     def _enqueue(self, job: Job, now: float) -> None:
@@ -335,12 +353,15 @@ class Simulator:
         self._new.append(job)
 
     def _add_waiting(self, job: Job) -> None:
-        group = self._groups[job.vc].setdefault(job.gpus_now, {}).setdefault(job.level, [])
+        group = self.groups[job.vc].setdefault(job.gpus_now, {}).setdefault(job.level, [])
         bisect.insort(group, (job.key, job))
         self.waiting[job.idx] = job
+        b = pending_bucket(job.num_gpus)
+        self.pending_jobs[b] += 1
+        self.pending_gpus[b] += job.gpus_now
 
     def _remove_waiting(self, job: Job) -> None:
-        by_gpus = self._groups[job.vc]
+        by_gpus = self.groups[job.vc]
         by_level = by_gpus[job.gpus_now]
         group = by_level[job.level]
         del group[bisect.bisect_left(group, (job.key,))]
@@ -349,19 +370,26 @@ class Simulator:
             if not by_level:
                 del by_gpus[job.gpus_now]
         del self.waiting[job.idx]
+        b = pending_bucket(job.num_gpus)
+        self.pending_jobs[b] -= 1
+        self.pending_gpus[b] -= job.gpus_now
 
-    def set_level(self, job: Job, level: int) -> None:
+    def set_level(self, job: Job, level: int, now: float) -> None:
         """Change a waiting job's locality level (policies relax it) and reconsider it now."""
+        if self.gang_holds is not None and level > job.min_level and self.gang_holds.lift(job, now) is not None:
+            self._capacity_freed = True     # its timeout: a gang gives back the GPUs it held
         self._remove_waiting(job)
         job.level = level
         self._add_waiting(job)
         self._new.append(job)
 
-    def _start(self, job: Job, counts, level: int, now: float) -> None:
+    def start(self, job: Job, counts, level: int, now: float) -> None:
         """A waiting job starts an attempt on ``counts`` = [(server, GPUs)]."""
         if job.cause is not None:
             job.delay[job.cause] += now - job.cause_since
         self._remove_waiting(job)
+        if self.gang_holds is not None:
+            self.gang_holds.lift(job, now)
         job.wait_token += 1
         if job.first_start is None:
             job.first_start = now
@@ -373,6 +401,7 @@ class Simulator:
     def _begin_attempt(self, job: Job, counts, level: int, now: float, resume_at: float) -> None:
         c = self.cluster
         job.alloc = c.allocate(job.idx, counts)
+        self.allocation_changes += 1
         if len(counts) == 1:
             job.shape, job.num_racks = (counts[0][1],), 1
         else:
@@ -386,7 +415,9 @@ class Simulator:
         if level > job.min_level:
             self.spread_running[job.idx] = job
         self.vc_used[job.vc] += job.gpus_now
-        job.speed = self._speed_of(job)
+        if self.users is not None:
+            self.users.change(job, job.gpus_now)
+        job.speed = 1.0 if self._ideal else self._speed_of(job)
         self._schedule_end(job, now)
         self.policy.on_start(job, now, self)
         self._refresh_neighbours(job, now)
@@ -398,10 +429,13 @@ class Simulator:
                                  job.in_prerun, job.gpus_now, job.num_racks))
         job.num_attempts += 1
         self.cluster.release(job.idx, job.alloc)
+        self.allocation_changes += 1
         del self.running[job.idx]
         if job.idx in self.spread_running:
             del self.spread_running[job.idx]
         self.vc_used[job.vc] -= job.gpus_now
+        if self.users is not None:
+            self.users.change(job, -job.gpus_now)
         job.end_token += 1
         job.attempt_token += 1
         self.policy.on_stop(job, now, self)
@@ -413,7 +447,7 @@ class Simulator:
         job.fail_at = None
         self._capacity_freed = True
 
-    def _preempt_job(self, job: Job, now: float) -> None:
+    def preempt_job(self, job: Job, now: float) -> None:
         self._stop(job, now, Outcome.PREEMPTED)
         job.preemptions += 1
         self._enqueue(job, now)
@@ -473,6 +507,8 @@ class Simulator:
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
         """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
+        if self._ideal:
+            return
         jobs_on, me = self.cluster.jobs_on, job.idx
         if len(job.alloc) == 1:
             neighbours = jobs_on[job.alloc[0][0]]
@@ -515,11 +551,10 @@ class Simulator:
         touched.extend(self._new)
         self._new = []
         self._classify(touched, now)
-        if self.reclaim is not None and not self._reclaim_pending and self._starved_vcs():
-            self._reclaim_pending = True
-            self.schedule(now + self.reclaim.monitoring_interval_s, EventKind.RECLAIM, self.jobs[0], 0)
+        if self.reclaim is not None:
+            arm_reclaim(self, now)
 
-    def _stop_placing(self, state: "_PassState") -> bool:
+    def _stop_placing(self, state: PassState) -> bool:
         return self.cluster.total_free == 0 and (not self.policy.preemptive or state.nobody_preemptible)
 
     def _place_all(self, now: float) -> None:
@@ -530,14 +565,19 @@ class Simulator:
         group is dropped. Cost grows with jobs started and groups, not queue length.
         Without backfill, a VC's first job that cannot start drops the whole VC.
         """
-        quota, cap, used, groups = self.quota, self.vc_cap, self.vc_used, self._groups
+        quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
         # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
         capped = not self.policy.preemptive
-        state = _PassState()
+        state = PassState()
         head_of_line = not self.policy.backfill
         blocked = set()
-        heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups)
-                 for g, by_level in by_gpus.items() for level, group in by_level.items()]
+        # with backfill and no preemption a gang larger than the free GPUs (and the GPUs waiting gangs hold for
+        # themselves) cannot start in this pass, whatever runs before it: its group is left out (most passes free a
+        # few GPUs for a long queue)
+        room = self.cluster.total_free + max(held) if capped and not head_of_line else self.cluster.total_gpus
+        heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
+                 for g, by_level in by_gpus.items() if g <= room
+                 for level, group in by_level.items() if level >= 0]   # a held job (level < 0) waits for its timer
         heapq.heapify(heads)
         borrowers = []
         for phase in (0, 1):
@@ -548,16 +588,19 @@ class Simulator:
                 group = groups[vc].get(g, {}).get(level)
                 if not group or vc in blocked:
                     continue
-                if phase == 0 and g > quota[vc] - used[vc]:
+                if phase == 0 and g > quota[vc] - used[vc] + held[vc]:
                     if self.lending:
-                        if g <= cap[vc] - used[vc] or not capped:
+                        if g <= cap[vc] - used[vc] + held[vc] or not capped:
                             borrowers.append((group[0][0], vc, g, level))
                     elif head_of_line:
                         blocked.add(vc)
                     continue
-                if capped and g > cap[vc] - used[vc]:   # a borrower whose VC reached its cap in this pass
+                if capped and g > cap[vc] - used[vc] + held[vc]:   # a borrower whose VC reached its cap in this pass
                     continue
-                if self._try_start(group[0][1], state, now):
+                job = group[0][1] if self.users is None else self.users.first_admissible(group)
+                if job is None:
+                    continue
+                if self._try_start(job, state, now):
                     if group:
                         heapq.heappush(heads, (group[0][0], vc, g, level))
                 elif head_of_line:
@@ -568,11 +611,14 @@ class Simulator:
     def _place_jobs(self, jobs, now: float) -> None:
         """Try just these jobs (new or relaxed; nothing was freed since the others last failed)."""
         quota, cap, used = self.quota, self.vc_cap, self.vc_used
-        state = _PassState()
+        state = PassState()
         borrowers = []
-        for _, job in sorted((j.key, j) for j in jobs if j.state is _WAITING):
+        # a job may be listed twice (enqueued, then held or relaxed at the same instant)
+        for _, job in sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values()):
             if self._stop_placing(state):
                 return
+            if job.state is not _WAITING:
+                continue
             if job.gpus_now > quota[job.vc] - used[job.vc]:
                 if self.lending:
                     borrowers.append(job)
@@ -584,21 +630,33 @@ class Simulator:
             if job.state is _WAITING and (self.policy.preemptive or job.gpus_now <= cap[job.vc] - used[job.vc]):
                 self._try_start(job, state, now)
 
-    def _try_start(self, job: Job, state: "_PassState", now: float) -> bool:
+    def _try_start(self, job: Job, state: PassState, now: float) -> bool:
+        if self.users is not None and not self.users.admits(job):
+            return False
+        if self.gang_holds is None:
+            return self._try_place(job, state, now, True)
+        lifted = self.gang_holds.lift(job, now)     # a waiting gang's own GPUs are free to it
+        started = self._try_place(job, state, now, lifted is None)
+        if lifted is not None and not started:
+            self.gang_holds.restore(job, lifted, now)
+        return started
+
+    def _try_place(self, job: Job, state: PassState, now: float, same_as_failed: bool) -> bool:
         g = job.gpus_now
         key = (g, job.level)
         # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
         # victims' GPUs then count: _choose_victims checks the cap after freeing them)
-        if g <= self.cluster.total_free and key not in state.failed and g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
+        if g <= self.cluster.total_free and not (same_as_failed and key in state.failed) and \
+                g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
             choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
             if choice is not None:
-                self._start(job, choice[0], choice[1], now)
+                self.start(job, choice[0], choice[1], now)
                 return True
             if self.migration is not None and self.migration.defragment and self.migration.make_room(self, job, now):
                 state.failed.clear()
                 return True
             state.failed.add(key)
-        if self.policy.preemptive and not state.nobody_preemptible and self._preempt_for(job, state, now):
+        if self.policy.preemptive and not state.nobody_preemptible and preempt_for(self, job, state, now):
             state.failed.clear()
             return True
         return False
@@ -617,31 +675,45 @@ class Simulator:
         """
         if not self.waiting:
             return
-        free = self.cluster.total_free
-        for v, by_gpus in enumerate(self._groups):
-            if not by_gpus:
-                continue
-            avail = min(free, self.vc_cap[v] - self.vc_used[v])
-            seen = self._avail_seen[v]
-            if avail == seen:
-                continue
-            self._avail_seen[v] = avail
-            low, high = (avail, seen) if avail < seen else (seen, avail)
-            for g, by_level in by_gpus.items():
-                if low < g <= high:
-                    for group in by_level.values():
-                        for _, job in group:
-                            self._set_cause(job, avail, now)
+        touched = [job for job in touched if job.state is _WAITING]
         for job in touched:
-            if job.state is _WAITING:
-                if job.cause is None:
-                    self.policy.on_wait(job, now, self)
-                self._set_cause(job, self._avail_seen[job.vc], now)
+            if job.cause is None:   # still waiting after the pass of its enqueue time
+                self.policy.on_wait(job, now, self)
+            if self.gang_holds is not None and self.gang_holds.eligible(job):
+                self.gang_holds.take(job, now)
+        free = self.cluster.total_free
+        # what each VC may take changes only with the GPUs in use (every allocation change is counted); a VC
+        # with no waiting job is brought up to date when one of its jobs is touched
+        if (free, self.allocation_changes) != self._classified_at:
+            self._classified_at = (free, self.allocation_changes)
+            for v, by_gpus in enumerate(self.groups):
+                if by_gpus:
+                    self._update_causes(v, free, now)
+            if self.gang_holds is not None:   # a holder's own GPUs are free to it: its cause is re-derived each time
+                touched.extend(self.jobs[i] for i in self.gang_holds.held)
+        for job in touched:
+            self._update_causes(job.vc, free, now)
+            self._set_cause(job, self._avail_seen[job.vc], now)
+
+    def _update_causes(self, v: int, free: int, now: float) -> None:
+        avail = min(free, self.vc_cap[v] - self.vc_used[v])
+        seen = self._avail_seen[v]
+        if avail == seen:
+            return
+        self._avail_seen[v] = avail
+        low, high = (avail, seen) if avail < seen else (seen, avail)
+        for g, by_level in self.groups[v].items():
+            if low < g <= high:
+                for group in by_level.values():
+                    for _, job in group:
+                        self._set_cause(job, avail, now)
 
     def _set_cause(self, job: Job, avail: int, now: float) -> None:
-        if job.gpus_now > avail:
+        if self.gang_holds is not None:
+            avail += self.gang_holds.count.get(job.idx, 0)
+        if job.gpus_now > avail or (self.users is not None and not self.users.admits(job)):
             cause = _FAIR_SHARE
-        elif self.policy.relaxes and job.level < _ANYWHERE:
+        elif job.level < 0 or (self.policy.relaxes and job.level < _ANYWHERE):   # held, or holding out for locality
             cause = _BACKOFF
         else:
             cause = _FRAGMENTATION
@@ -649,177 +721,3 @@ class Simulator:
             if job.cause is not None:
                 job.delay[job.cause] += now - job.cause_since
             job.cause, job.cause_since = cause, now
-
-    # ---------------------------------------------------------------- reclaim
-    def _starved_vcs(self) -> list[int]:
-        """VCs below their quota with a waiting job that fits within it (it waits for GPUs lent out)."""
-        quota, used = self.quota, self.vc_used
-        return [v for v, by_gpus in enumerate(self._groups)
-                if by_gpus and used[v] < quota[v] and min(by_gpus) <= quota[v] - used[v]]
-
-    def _on_reclaim(self, _job: Job, _token: int, now: float) -> None:
-        """A monitoring check of the Capacity Scheduler's preemption policy (:mod:`.sharing`).
-
-        The head jobs of starved VCs that have been seen starved at every check
-        for ``max_wait_before_kill_s`` get borrowed GPUs back, VC by VC in index order.
-        """
-        self._reclaim_pending = False
-        self._reclaim_checks += 1
-        check, wait = self._reclaim_checks, self.reclaim.max_wait_before_kill_s
-        for v in self._starved_vcs():
-            heads = sorted((group[0] for by_level in self._groups[v].values() for group in by_level.values()),
-                           key=lambda item: item[0])
-            for _, job in heads:
-                if job.state is not _WAITING or job.gpus_now > self.quota[v] - self.vc_used[v]:
-                    continue
-                if job.starved_check != check - 1:
-                    job.starved_since = now
-                job.starved_check = check
-                if now - job.starved_since >= wait:
-                    self._reclaim_for(job, now)
-        if self._starved_vcs():
-            self._reclaim_pending = True
-            self.schedule(now + self.reclaim.monitoring_interval_s, EventKind.RECLAIM, self.jobs[0], 0)
-
-    def _reclaim_for(self, job: Job, now: float) -> bool:
-        """Preempt borrowers of VCs above their quota (in the reclaim's victim order) so that ``job`` starts."""
-        quota, used = self.quota, self.vc_used
-        order = self.reclaim.victim_order(r for r in self.running.values()
-                                          if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
-        # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed)
-        victims = self._choose_victims(job, (r for r in order if used[r.vc] > quota[r.vc]))
-        if victims is None:
-            return False
-        for victim in victims:
-            self._preempt_job(victim, now)
-            if not self.reclaim.keep_progress:
-                victim.work_left = victim.target_work
-        counts, level = self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
-        self._start(job, counts, level, now)
-        return True
-
-    # ------------------------------------------------------------ preemption
-    def _preempt_for(self, job: Job, state: "_PassState", now: float) -> bool:
-        """Preempt lower-priority running jobs so that ``job`` can start; False if impossible.
-
-        Candidates are running jobs the policy lets ``job`` preempt, least
-        important first; jobs started in this pass are not candidates.
-        """
-        policy = self.policy
-        if state.ranked is None:
-            state.ranked = policy.ranked_running(now, self)
-        ranked = state.ranked
-        lo, hi = 0, len(ranked)
-        while lo < hi:  # candidates form a prefix of the ranking
-            mid = (lo + hi) // 2
-            if policy.preempts(job.key, ranked[mid][0], now):
-                lo = mid + 1
-            else:
-                hi = mid
-        n = lo
-        if n == 0:
-            state.nobody_preemptible = True  # jobs tried later rank lower still
-            return False
-        key = (job.gpus_now, job.level)
-        if state.preempt_failed.get(key, -1) >= n:
-            return False
-        # Jobs preempted or started earlier in this pass stay in the ranking but are skipped.
-        victims = self._choose_victims(job, (r for _, r in itertools.islice(ranked, n)
-                                             if r.state is _RUNNING and r.attempt_start < now))
-        if victims is None:
-            state.preempt_failed[key] = n
-            return False
-        for v in victims:
-            self._preempt_job(v, now)
-        counts, level = self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
-        self._start(job, counts, level, now)
-        return True
-
-    def _choose_victims(self, job: Job, candidates):
-        """The fewest candidates (least important first) whose GPUs let ``job`` start; None if none do.
-
-        Frees candidates tentatively until the job fits, then gives back those
-        it does not need (most important first). Leaves the cluster unchanged.
-        """
-        cluster, used = self.cluster, self.vc_used
-        over_cap = job.gpus_now - (self.vc_cap[job.vc] - used[job.vc])
-        if over_cap > 0:
-            # past its VC's maximum capacity only the VC's own jobs can make room: if all of them together cannot,
-            # no set of victims can (the search below would free every candidate and find none)
-            candidates = list(candidates)
-            if sum(v.gpus_now for v in candidates if v.vc == job.vc) < over_cap:
-                return None
-
-        def fits():
-            return self.admissible(job) and \
-                self.placement.choose(cluster, job.gpus_now, job.min_level, job.level) is not None
-
-        def release(v):
-            cluster.release(v.idx, v.alloc)
-            used[v.vc] -= v.gpus_now
-
-        def restore(v):
-            cluster.allocate_masks(v.idx, v.alloc)
-            used[v.vc] += v.gpus_now
-
-        released = []
-        for v in candidates:
-            release(v)
-            released.append(v)
-            if fits():
-                break
-        else:
-            for v in reversed(released):
-                restore(v)
-            return None
-        needed = []
-        for v in reversed(released):
-            restore(v)
-            if not fits():
-                release(v)
-                needed.append(v)
-        for v in needed:
-            restore(v)
-        return needed[::-1]
-
-
-class _PassState:
-    """What one scheduling pass has learned: failures stay failures until GPUs are freed."""
-
-    __slots__ = ("failed", "ranked", "preempt_failed", "nobody_preemptible")
-
-    def __init__(self):
-        self.failed = set()
-        self.ranked = None
-        self.preempt_failed = {}
-        self.nobody_preemptible = False
-
-
-class _Sampler:
-    """Cluster time series at fixed sample times (state after all events at or before each)."""
-
-    def __init__(self, sim: Simulator):
-        self.sim = sim
-        self.interval = sim.sample_interval_s
-        self.count = 0
-        self.next = 0.0
-        self.rows = []
-        self.vc_rows = []
-
-    def until(self, now: float) -> None:
-        c, sim = self.sim.cluster, self.sim
-        row = (c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
-               len(sim.running), len(sim.waiting))
-        vcs = tuple(sim.vc_used)
-        while self.next < now:
-            self.rows.append((self.next, *row))
-            self.vc_rows.append(vcs)
-            self.count += 1
-            self.next = self.count * self.interval
-
-
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, unit="job", desc="simulating", mininterval=1.0)

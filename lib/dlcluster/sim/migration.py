@@ -62,7 +62,7 @@ class Migration:
                 continue
             for (k, o), dest in zip(moves, plan, strict=True):
                 sim.move(jobs[o], [(dest, k)], Locality.SERVER, now, self.cost_s)
-            sim._start(job, [(s, g)], Locality.SERVER, now)
+            sim.start(job, [(s, g)], Locality.SERVER, now)
             return True
         return False
 

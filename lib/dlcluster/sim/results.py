@@ -8,7 +8,8 @@ is the UTC timestamp. Per job:
 * ``wait_s`` = all time spent waiting (first wait and re-queues), split
   exactly into ``delay_fair_share_s + delay_fragmentation_s + delay_backoff_s``
   (see :mod:`dlcluster.sim.engine` for the causes);
-* ``gpu_time_s`` = sum over attempts of duration x GPUs;
+* ``gpu_time_s`` = sum over attempts of duration x GPUs; ``held_gpu_s`` = GPU-seconds it held
+  while it waited (:mod:`.gang`; 0 without gang holds);
 * ``num_servers``, ``num_racks``, ``locality``: of the first full-gang attempt.
 
 Status is ``Pass`` (finished, possibly stopped early at convergence),
@@ -25,6 +26,7 @@ import pandas as pd
 
 from .jobs import CAUSE_NAMES, OUTCOME_NAMES
 from .placement import Locality
+from .sampler import PENDING_BUCKETS
 from .topology import Topology
 
 LEVEL_NAMES = tuple(level.name.lower() for level in Locality)
@@ -133,12 +135,15 @@ class SimResult:
             "num_racks": pd.Series(of_first_gang("num_racks", 0), dtype="Int64").mask(~has),
             "locality": pd.Categorical.from_codes(of_first_gang("locality", -1), LEVEL_NAMES),
             "early_stopped": early.astype(bool),
+            "held_gpu_s": np.asarray(sim.gang_holds.gpu_s if sim.gang_holds is not None else np.zeros(n), dtype=float),
             "fail_class": fail_names[np.asarray(fail_class) + 1],
         })
         frame["rejection"] = pd.Series(sim.rejections, dtype=object).reindex(range(n)).to_numpy()
 
         ts = pd.DataFrame(samples.rows, columns=["time_s", "allocated_gpus", "free_gpus", "idle_servers",
-                                                 "fragmented_free_gpus", "running_jobs", "waiting_jobs"])
+                                                 "fragmented_free_gpus", "running_jobs", "waiting_jobs",
+                                                 *(f"pending_jobs_{b}" for b in PENDING_BUCKETS),
+                                                 *(f"pending_gpus_{b}" for b in PENDING_BUCKETS)])
         vc_usage = pd.DataFrame(samples.vc_rows, columns=[f"vc_{v}" for v in sim.vc_names])
         timeseries = pd.concat([ts, vc_usage], axis=1)
         summary = _summary(sim, frame, attempts, wall_s, end_time)
@@ -169,6 +174,7 @@ def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end
         "wait_share_by_cause": {k: (v / total_delay if total_delay else 0.0) for k, v in delays.items()},
         "gpu_time_s": float(jobs["gpu_time_s"].sum()),
         "allocated_gpu_s": sim.allocated_gpu_s,
+        "held_gpu_s": float(jobs["held_gpu_s"].sum()),
         "mean_allocation": sim.allocated_gpu_s / (cap * end_time) if end_time > 0 else 0.0,
         "preemptions": int(jobs["num_preemptions"].sum()), "migrations": int(jobs["num_migrations"].sum()),
         "attempts": len(attempts),

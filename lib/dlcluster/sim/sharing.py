@@ -78,3 +78,67 @@ def vc_caps(quotas: dict | None, total_gpus: int, lending: bool, max_capacity: d
             raise ValueError(f"max_capacity: VC {vc!r} has a cap of {cap} GPUs below its quota of {quota}")
         caps.append(cap)
     return caps
+
+
+# --------------------------------------------------------------------------- the reclaim, run by the simulator
+
+
+def starved_vcs(sim) -> list[int]:
+    """VCs below their quota with a waiting job that fits within it (it waits for GPUs lent out)."""
+    quota, used = sim.quota, sim.vc_used
+    return [v for v, by_gpus in enumerate(sim.groups)
+            if by_gpus and used[v] < quota[v] and min(by_gpus) <= quota[v] - used[v]]
+
+
+def arm_reclaim(sim, now: float) -> None:
+    """Schedule the next monitoring check if a VC is starved and none is pending."""
+    from .events import EventKind
+
+    if not sim.reclaim_pending and starved_vcs(sim):
+        sim.reclaim_pending = True
+        sim.schedule(now + sim.reclaim.monitoring_interval_s, EventKind.RECLAIM, sim.jobs[0], 0)
+
+
+def reclaim_check(sim, now: float) -> None:
+    """A monitoring check of the Capacity Scheduler's preemption policy (module docstring).
+
+    The head jobs of starved VCs that have been seen starved at every check
+    for ``max_wait_before_kill_s`` get borrowed GPUs back, VC by VC in index order.
+    """
+    from .jobs import JobState
+
+    sim.reclaim_pending = False
+    sim.reclaim_checks += 1
+    check, wait = sim.reclaim_checks, sim.reclaim.max_wait_before_kill_s
+    for v in starved_vcs(sim):
+        heads = sorted((group[0] for by_level in sim.groups[v].values() for group in by_level.values()),
+                       key=lambda item: item[0])
+        for _, job in heads:
+            if job.state is not JobState.WAITING or job.level < 0 or job.gpus_now > sim.quota[v] - sim.vc_used[v]:
+                continue
+            if job.starved_check != check - 1:
+                job.starved_since = now
+            job.starved_check = check
+            if now - job.starved_since >= wait:
+                _reclaim_for(sim, job, now)
+    arm_reclaim(sim, now)
+
+
+def _reclaim_for(sim, job, now: float) -> bool:
+    """Preempt borrowers of VCs above their quota (in the reclaim's victim order) so that ``job`` starts."""
+    from .preemption import choose_victims
+
+    quota, used = sim.quota, sim.vc_used
+    order = sim.reclaim.victim_order(r for r in sim.running.values()
+                                     if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
+    # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed)
+    victims = choose_victims(sim, job, (r for r in order if used[r.vc] > quota[r.vc]))
+    if victims is None:
+        return False
+    for victim in victims:
+        sim.preempt_job(victim, now)
+        if not sim.reclaim.keep_progress:
+            victim.work_left = victim.target_work
+    counts, level = sim.placement.choose(sim.cluster, job.gpus_now, job.min_level, job.level)
+    sim.start(job, counts, level, now)
+    return True

@@ -37,9 +37,17 @@ from scipy import stats
 
 from ..ordering import counts_desc
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
+from ..sim.attempts import PLANNED_RETRY, PlannedRetries
+from ..sim.backoff import BACKOFF_SCOPES
+from ..sim.capacity import demand_caps
+from ..sim.service import in_service, scale_quotas
 from ..sim.sharing import Reclaim
+from ..sim.users import UserLimits
 from ..sim.workload import quotas_from_table
 from ..trace.schema import size_bucket
+from . import fig3
+from .ingredients import burst_users, planned_first_attempts
+from .parallel import map_in_processes
 from .replay import Replay, compare_delays
 from .workload import ReplayWorkload
 
@@ -69,6 +77,38 @@ class ReplayParams:
     latency_spread: float = 0.0      # its spread: sigma of a lognormal around latency_s (0: the same for every job)
     # when given, replaces latency_s/latency_spread: rows of LATENCY_FIELDS per size bucket (fit_latency_mixture)
     latency_mixture: tuple = ()
+    # the ingredients of issue 29, each a model option of the simulator (sim/service.py, capacity.py, backoff.py,
+    # gang.py, users.py, attempts.py); the defaults leave each out
+    servers_in_service: int | None = None    # None: every listed server; N: N of them (VC quotas scaled with them)
+    # each VC's maximum capacity = this quantile of its own offered demand over demand_span (replaces the factor)
+    cap_quantile: float | None = None
+    demand_span: tuple = ()                  # (begin, end), ISO UTC: where caps from demand are read (the fit span)
+    # "every": a job of any size that cannot start backs off one timeout; "borrowers": one that would borrow does
+    backoff: str = "gangs"
+    gang_hold: bool = False                  # a waiting gang holds the free GPUs it wants until it starts or relaxes
+    user_limit_factor: float | None = None   # YARN's user limits within a VC (None: none); users = bursts (assumed)
+    minimum_user_limit_percent: float = 100.0
+    # (share of jobs with an earlier attempt, quantiles of the share of its duration before its last attempt),
+    # read off the DRE records (ingredients.fit_attempt_split); (): every job one attempt
+    attempt_split: tuple = ()
+
+    def ingredients(self) -> str:
+        """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
+        parts = []
+        if self.servers_in_service is not None:
+            parts.append(f"{self.servers_in_service} servers in service")
+        if self.cap_quantile is not None:
+            parts.append(f"caps at the {self.cap_quantile:.2f} quantile of each VC's demand")
+        if self.backoff != "gangs":
+            parts.append({"every": "back-off for every size", "borrowers": "back-off before borrowing"}[self.backoff])
+        if self.gang_hold:
+            parts.append("gangs hold GPUs while waiting")
+        if self.user_limit_factor is not None:
+            parts.append(f"user limits (factor {self.user_limit_factor:g}, "
+                         f"minimum {self.minimum_user_limit_percent:g}%; users = bursts, assumed)")
+        if self.attempt_split:
+            parts.append(f"{self.attempt_split[0]:.0%} of jobs split into two attempts")
+        return ", ".join(parts) or "none"
 
     def label(self) -> str:
         if self.latency_mixture:
@@ -79,20 +119,22 @@ class ReplayParams:
                 for row in self.latency_mixture) + ")"
         else:
             latency = f"{self.latency_s:g}s (spread {self.latency_spread:g})"
-        lending = "off" if not self.lending else ("unlimited" if self.max_capacity_factor is None else
-                                                  f"up to {self.max_capacity_factor:.2f}x quota")
+        lending = "off" if not self.lending else (
+            f"up to each VC's {self.cap_quantile:.2f} demand quantile" if self.cap_quantile is not None else
+            "unlimited" if self.max_capacity_factor is None else f"up to {self.max_capacity_factor:.2f}x quota")
         reclaim = "off" if self.reclaim_after_s is None else (
             f"after {self.reclaim_after_s:g}s ({'resume' if self.reclaim_keeps_progress else 'restart'})")
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={lending}, reclaim={reclaim}, locality={self.locality}, "
                 f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
-                f"latency={latency}, policy={self.policy}")
+                f"latency={latency}, policy={self.policy}, ingredients: {self.ingredients()}")
 
     @classmethod
     def from_dict(cls, fields: dict) -> "ReplayParams":
         """The inverse of :func:`dataclasses.asdict` after a JSON round trip (lists back to tuples)."""
         mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
-        return cls(**{**fields, "latency_mixture": mixture})
+        return cls(**{**fields, "latency_mixture": mixture, "demand_span": tuple(fields.get("demand_span", ())),
+                      "attempt_split": tuple(fields.get("attempt_split", ()))})
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -269,22 +311,44 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     """The simulation of ``replay`` under ``params`` (ideal speed: no slowdown model; see :func:`run_replay`).
 
     ``quota_workload``: the workload whose demand shares out the quotas of the
-    VCs without a public node count (default: ``replay``'s; a part of the
-    calibrated replay passes the whole one, to get the calibrated quotas).
+    VCs without a public node count and sets the caps from demand, and whose
+    jobs the attempt split is drawn for (default: ``replay``'s; a part of the
+    calibrated replay passes the whole one, to get the calibrated quotas, caps and split).
+    The issue-29 ingredients (:class:`ReplayParams`) each become a simulator option or
+    input: the servers in service (quotas scaled with them), caps from demand,
+    the back-off scope, gang holds, user limits (users named by bursts) and the
+    attempt split.
     """
-    topology = topology_from_machines(machines, params.rack_size)
+    listed = topology_from_machines(machines, params.rack_size)
+    topology = listed if params.servers_in_service is None else \
+        in_service(listed, int(params.servers_in_service), params.rack_size)
     quota_workload = replay.workload if quota_workload is None else quota_workload
-    quotas = vc_quotas(vc_table, quota_workload, topology.total_gpus, params.unknown_vc_quota) \
+    quotas = vc_quotas(vc_table, quota_workload, listed.total_gpus, params.unknown_vc_quota) \
         if params.quotas else None
-    policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s) \
+    if quotas is not None and topology.total_gpus != listed.total_gpus:
+        quotas = scale_quotas(quotas, topology.total_gpus, listed.total_gpus)
+    policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s, backoff=params.backoff) \
         if params.policy == "philly" else make_policy(params.policy)
     workload = replay.workload
     latency = scheduler_latency(params, workload.num_gpus, seed)
     if latency.any():
         workload = replace(workload, arrival_s=workload.arrival_s + latency)
-    sharing = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)))
-    return ReplaySetup(workload, topology, quotas, policy,
-                       {**sharing, "placement": params.placement, "slowdown": None}, latency)
+    options = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)),
+                              quota_workload)
+    # sampled every minute, as the occupancy record (and the per-minute export) are
+    options.update(placement=params.placement, slowdown=None, sample_interval_s=60.0)
+    if params.gang_hold:
+        options["gang_hold"] = True
+    if params.user_limit_factor is not None and quotas is not None:
+        workload = replace(workload, user=burst_users(replay.workload))
+        options["user_limits"] = UserLimits(params.user_limit_factor, params.minimum_user_limit_percent,
+                                            MIN_CAP_GPUS)
+    if params.attempt_split:
+        every = pd.Series(planned_first_attempts(quota_workload.service_s, params.attempt_split, seed),
+                          index=np.asarray(quota_workload.jobid, dtype=str))
+        first = every.reindex(np.asarray(workload.jobid, dtype=str)).to_numpy()
+        options.update(failures=PlannedRetries(first), retry=PLANNED_RETRY)
+    return ReplaySetup(workload, topology, quotas, policy, options, latency)
 
 
 #: The smallest maximum capacity a VC gets (one 8-GPU server), so that a VC without a quota can still run a job.
@@ -296,12 +360,22 @@ def max_capacity(quota: int, factor: float) -> int:
     return max(quota, int(np.floor(quota * factor)), MIN_CAP_GPUS)
 
 
-def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, vcs) -> dict:
-    """The simulator's sharing options (:mod:`dlcluster.sim.sharing`) for ``params`` and the workload's ``vcs``."""
+def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, vcs, demand_workload=None) -> dict:
+    """The simulator's sharing options (:mod:`dlcluster.sim.sharing`) for ``params`` and the workload's ``vcs``.
+
+    With ``params.cap_quantile`` each VC's cap comes from its own offered demand in ``demand_workload`` over
+    ``params.demand_span`` (:func:`dlcluster.sim.capacity.demand_caps`), else from the one factor.
+    """
     options = {"lending": params.lending}
     if quotas is None or not params.lending:
         return options
-    if params.max_capacity_factor is not None:
+    if params.cap_quantile is not None:
+        if demand_workload is None or len(params.demand_span) != 2:
+            raise ValueError("cap_quantile needs the workload and the span (demand_span) the demand is read on")
+        begin, end = ((pd.Timestamp(t) - demand_workload.epoch) / pd.Timedelta(seconds=1) for t in params.demand_span)
+        caps = demand_caps(demand_workload, begin, end, params.cap_quantile, quotas, min_gpus=MIN_CAP_GPUS)
+        options["max_capacity"] = {str(vc): caps.get(str(vc), max(int(quotas.get(vc, 0)), MIN_CAP_GPUS)) for vc in vcs}
+    elif params.max_capacity_factor is not None:
         options["max_capacity"] = {str(vc): max_capacity(int(quotas.get(vc, 0)), params.max_capacity_factor)
                                    for vc in vcs}
     if params.reclaim_after_s is not None:
@@ -369,25 +443,17 @@ def simulated_occupancy(result, freq: str = "1h") -> pd.Series:
     return pd.Series(busy, index=times).resample(freq).mean().dropna().rename("simulated")
 
 
-def mae_points(simulated: pd.Series, real: pd.Series, span: tuple | None = None) -> float:
-    """Mean absolute error in percentage points between two share series on their common index (within ``span``)."""
-    both = pd.concat([simulated.rename("s"), real.rename("r")], axis=1, join="inner").dropna()
-    if span is not None:
-        both = both[(both.index >= span[0]) & (both.index < span[1])]
-    if both.empty:
-        raise ValueError("mae_points: the series share no time inside the span")
-    return float(100.0 * (both["s"] - both["r"]).abs().mean())
-
-
-def mae_by_period(simulated: pd.Series, real: pd.Series, span: tuple, freq: str = "7D") -> pd.DataFrame:
-    """Occupancy error (pp) and mean shares per period of ``freq`` inside ``span``: where the error comes from."""
-    both = pd.concat([simulated.rename("simulated"), real.rename("real")], axis=1, join="inner").dropna()
-    both = both[(both.index >= span[0]) & (both.index < span[1])]
-    period = span[0] + ((both.index - span[0]) // pd.Timedelta(freq)) * pd.Timedelta(freq)
-    grouped = both.assign(abs_err=(both["simulated"] - both["real"]).abs()).groupby(period)
-    out = grouped[["real", "simulated"]].mean() * 100.0
-    out["mae_pp"] = grouped["abs_err"].mean() * 100.0
-    return out.rename_axis("period_start").rename(columns={"real": "real_pct", "simulated": "simulated_pct"})
+def busy_by_period(result, occupancy: pd.DataFrame, span: tuple, freq: str = "7D") -> pd.DataFrame:
+    """Busy servers per period of ``freq`` inside ``span``: the replay's and the record's mean counts and the MAE in
+    points of the record's total (:func:`busy_servers`): where the error comes from."""
+    table = busy_servers(result, occupancy)
+    table = table[(table.index >= span[0]) & (table.index < span[1])]
+    period = span[0] + ((table.index - span[0]) // pd.Timedelta(freq)) * pd.Timedelta(freq)
+    grouped = table.assign(err=100.0 * (table["simulated"] - table["real"]).abs() / table["total"]).groupby(period)
+    out = grouped[["real", "simulated", "total"]].mean()
+    out["mae_pp"] = grouped["err"].mean()
+    return out.rename_axis("period_start").rename(columns={"real": "real_busy", "simulated": "simulated_busy",
+                                                           "total": "record_total"})
 
 
 def ks_distance(a, b) -> float:
@@ -477,25 +543,62 @@ def allocated_share(result, span: tuple) -> float:
     return float((ts["allocated_gpus"].to_numpy()[inside] / result.topology.total_gpus).mean())
 
 
-def allocation_vs_idle_gpus(result, cdf: pd.DataFrame, span: tuple) -> dict:
-    """Replay's allocated GPU share in ``span`` beside the real share of GPU-minutes at 0% utilization.
+def real_allocated_lower_bound(cdf: pd.DataFrame) -> float:
+    """At least this share of the *reporting* GPUs was allocated: 1 - the share of their minutes at 0% utilization.
 
-    A GPU with no job shows 0%, so 1 - (real share at 0%) bounds the real
-    allocated share from above; allocated GPUs can also idle, so it is a bound,
-    not a value.
+    A GPU with no job reports 0%, and so can an allocated GPU that idles, so the
+    GPU-minutes at 0% bound the unallocated ones from above and the allocated
+    share from below. Offline GPUs report nothing: the share is of the GPUs in
+    service, the units of :func:`gpu_allocation`.
     """
-    allocated = allocated_share(result, span)
     at_zero = cdf.loc[cdf["gpu_util_percent"] <= 0.0, "cdf_percent"]
-    zero_share = float(at_zero.max() / 100.0) if len(at_zero) else 0.0
-    return {"simulated_allocated_share": allocated, "real_gpu_minutes_at_0pct": zero_share,
-            "real_allocated_share_upper_bound": 1.0 - zero_share}
+    return 1.0 - (float(at_zero.max() / 100.0) if len(at_zero) else 0.0)
+
+
+def gpu_allocation(result, cdf: pd.DataFrame, span: tuple) -> dict:
+    """The replay's allocated share of its GPUs in service in ``span`` beside the real lower bound
+    (:func:`real_allocated_lower_bound`); ``shortfall_pp`` = points below the bound (<= 0: within it)."""
+    share = allocated_share(result, span)
+    bound = real_allocated_lower_bound(cdf)
+    return {"simulated_allocated_share": share, "real_allocated_share_lower_bound": bound,
+            "shortfall_pp": 100.0 * (bound - share), "gpus_in_service": int(result.topology.total_gpus)}
+
+
+def busy_servers(result, occupancy: pd.DataFrame, freq: str = "1h") -> pd.DataFrame:
+    """Busy servers in the record's units, per ``freq`` bin: the replay's count beside the record's active count.
+
+    The record (``node_sequence``) counts active servers out of its own total
+    (420 on most days), the replay its servers with a job out of the servers in
+    service. Both are compared as counts, and errors are taken in points of the
+    record's total; monitoring gaps are left out. Columns ``simulated``,
+    ``real``, ``total`` (means per bin), the bins both have.
+    """
+    ts = result.timeseries
+    times = result.epoch + pd.to_timedelta(ts["time_s"].to_numpy(), unit="s")
+    simulated = pd.Series(result.topology.num_servers - ts["idle_servers"].to_numpy(), index=times)
+    occ = occupancy[~monitoring_gaps(occupancy)].set_index("time")
+    table = pd.concat([simulated.resample(freq).mean().rename("simulated"),
+                       occ["active"].resample(freq).mean().rename("real"),
+                       occ["total"].resample(freq).mean().rename("total")], axis=1, join="inner")
+    return table.dropna()
+
+
+def busy_servers_mae_pp(result, occupancy: pd.DataFrame, span: tuple) -> float:
+    """Mean |replay - real| busy servers per hour in ``span``, in points of the record's total
+    (:func:`busy_servers`)."""
+    table = busy_servers(result, occupancy)
+    table = table[(table.index >= span[0]) & (table.index < span[1])]
+    if table.empty:
+        raise ValueError("busy_servers_mae_pp: the replay and the record share no hour inside the span")
+    return float(100.0 * ((table["simulated"] - table["real"]).abs() / table["total"]).mean())
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """The calibration objective's parts on one span, and the objective."""
 
-    occupancy_mae_pp: float
+    busy_servers_mae_pp: float
+    allocation_shortfall_pp: float
     log_median_error: float
     log_p90_error: float
     mean_ks: float
@@ -503,22 +606,25 @@ class Evaluation:
 
 
 #: Weight of the wait terms in the objective: one unit of log error (a factor of e) or of KS costs as much as 10
-#: points of occupancy error.
+#: points of busy-server error.
 DELAY_WEIGHT = 10.0
 
 
-def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
+def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, gpu_util_cdf: pd.DataFrame,
              delay_weight: float = DELAY_WEIGHT) -> Evaluation:
     """The calibration objective on one span.
 
-    Occupancy MAE (points) + ``delay_weight`` x (mean |ln(replay/real median)| + mean |ln(replay/real p90)| + mean
-    KS) of the first-attempt waits per size bucket (the DRE records submitted in the span, job for job).
+    Busy-server MAE in points of the record (:func:`busy_servers_mae_pp`) + the points by which the replay's GPU
+    allocation falls below the real lower bound (0 when within it; :func:`gpu_allocation`) + ``delay_weight`` x (mean
+    |ln(replay/real median)| + mean |ln(replay/real p90)| + mean KS) of the first-attempt waits per size bucket (the DRE
+    records submitted in the span, job for job). The full trace's Figure 3 never enters it.
     """
-    mae = mae_points(simulated_occupancy(rep.result), real_occupancy(occupancy), span)
+    busy = busy_servers_mae_pp(rep.result, occupancy, span)
+    shortfall = max(0.0, gpu_allocation(rep.result, gpu_util_cdf, span)["shortfall_pp"])
     delays = delay_table(paired_delays(rep, real_waits), span)
     med, p90 = log_median_error(delays), log_median_error(delays, stat="p90")
     ks = float(delays["ks_statistic"].mean())
-    return Evaluation(mae, med, p90, ks, mae + delay_weight * (med + p90 + ks))
+    return Evaluation(busy, shortfall, med, p90, ks, busy + shortfall + delay_weight * (med + p90 + ks))
 
 
 # --------------------------------------------------------------------------- validation and ablation
@@ -593,16 +699,18 @@ def preemption_figures(rep: Replay, span: tuple | None = None) -> dict:
 
 def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple,
                      gpu_util_cdf: pd.DataFrame | None = None, top_vcs: int = 5,
-                     complete_until: pd.Timestamp | None = None) -> dict:
-    """Every validation figure on ``span``.
+                     complete_until: pd.Timestamp | None = None, fig3_table: pd.DataFrame | None = None) -> dict:
+    """Every validation figure on ``span`` (and, with ``fig3_table``, the full trace's Figure 3 over the whole replay).
 
-    Occupancy MAE (also up to ``complete_until``, the job set's completeness
-    horizon: :func:`.jobsets.completeness_horizon`), first-attempt waits per size
-    bucket (median and p90 ratios), KS per VC, servers spanned per job vs the DRE
-    records, the share of waiting that is latency only, preemptions, and (with
-    ``gpu_util_cdf``) the GPU allocation.
+    Busy servers in the record's units (MAE in points of its total, also up to
+    ``complete_until``, the job set's completeness horizon:
+    :func:`.jobsets.completeness_horizon`), first-attempt waits per size bucket
+    (median and p90 ratios), KS per VC of the DRE records, servers spanned per
+    job vs the DRE records, the share of waiting that is latency only,
+    preemptions, with ``gpu_util_cdf`` the GPU allocation beside its real lower
+    bound, and with ``fig3_table`` the comparison with the full trace's Figure 3
+    (:mod:`.fig3`: every job the replay ran, every attempt's wait).
     """
-    sim_occ, real_occ = simulated_occupancy(rep.result), real_occupancy(occupancy)
     pairs = paired_delays(rep, real_waits)
     delays = delay_table(pairs, span)
     ks = vc_ks(pairs, span, top_vcs)
@@ -610,32 +718,92 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
     causes = wait_by_cause(rep, span)
     total = sum(causes.values())
     complete = span if complete_until is None else (span[0], min(span[1], complete_until))
-    out = {"occupancy_mae_pp": mae_points(sim_occ, real_occ, span),
-           "occupancy_mae_pp_complete": mae_points(sim_occ, real_occ, complete), "delays": delays, "vc_ks": ks,
+    out = {"busy_servers_mae_pp": busy_servers_mae_pp(rep.result, occupancy, span),
+           "busy_servers_mae_pp_complete": busy_servers_mae_pp(rep.result, occupancy, complete),
+           "delays": delays, "vc_ks": ks,
            "max_median_ratio": either_way(delays["median_ratio"]), "max_p90_ratio": either_way(delays["p90_ratio"]),
            "max_ks": float(ks["ks"].max()), "log_median_error": log_median_error(delays),
            "servers_spanned": spanned, "servers_spanned_max_ks": float(spanned["ks"].max()),
            "wait_by_cause_s": causes, "latency_only_wait_share": causes["latency"] / total if total else float("nan"),
            "preemptions": preemption_figures(rep, span)}
     if gpu_util_cdf is not None:
-        out["allocation"] = allocation_vs_idle_gpus(rep.result, gpu_util_cdf, span)
+        allocation = gpu_allocation(rep.result, gpu_util_cdf, span)
+        out.update(allocation=allocation, gpu_allocated_share=allocation["simulated_allocated_share"],
+                   gpu_allocation_shortfall_pp=allocation["shortfall_pp"])
+    if fig3_table is not None:
+        cells = fig3.cell_table(fig3.attempt_waits(rep, retry_overheads(rep)), fig3_table)
+        out["fig3_cell_table"] = cells
+        out.update({f"fig3_{k}": v for k, v in fig3.summary(cells).items()})   # fig3_cells: how many are scored
     return out
+
+
+def retry_overheads(rep: Replay, seed: int = 1) -> np.ndarray:
+    """A fresh draw of the replay's scheduler overhead for each attempt after a job's first
+    (:func:`.fig3.attempt_waits`)."""
+    att = rep.result.attempts
+    later = att[att["attempt"] > 0]
+    return scheduler_latency(rep.params, later["num_gpus"].to_numpy(), seed) if len(later) else np.zeros(0)
+
+
+#: YARN's defaults for the per-user limits of a queue: a user may hold up to the queue's capacity (user-limit-factor 1),
+#: and shares it with the other active users down to 100% (minimum-user-limit-percent: no floor below an equal share)
+YARN_USER_LIMITS = {"user_limit_factor": 1.0, "minimum_user_limit_percent": 100.0}
+#: The ablation row of each back-off scope (sim/backoff.py)
+BACKOFF_ROWS = {"gangs": "back-off for gangs only", "every": "back-off for every size",
+                "borrowers": "back-off for jobs that would borrow"}
+#: The cap quantile an ablation row tries when the calibration left caps from demand out
+ABLATION_CAP_QUANTILE = 0.95
+#: Servers the occupancy record counts on most days (its ``total``)
+RECORD_SERVERS = 420
+
+
+def ingredient_variants(best: ReplayParams) -> dict:
+    """Each issue-29 ingredient switched the other way from the calibrated parameters: ``{row name: params}``.
+
+    Servers in service (all listed, or the record's 420), each VC's cap from its demand (or one factor), the
+    back-off for every size, gang holds, user limits (YARN's defaults; users named by bursts: an assumption the data
+    cannot support) and the attempt split.
+    """
+    rows = {}
+    if best.servers_in_service is not None:
+        rows["all listed servers in service (539)"] = replace(best, servers_in_service=None)
+    if best.servers_in_service != RECORD_SERVERS:
+        rows[f"{RECORD_SERVERS} servers in service (the record's count)"] = replace(
+            best, servers_in_service=RECORD_SERVERS)
+    if best.cap_quantile is not None:
+        rows["one cap factor for every VC (no caps from demand)"] = replace(best, cap_quantile=None)
+    else:
+        rows[f"caps from each VC's demand ({ABLATION_CAP_QUANTILE:g} quantile)"] = replace(
+            best, cap_quantile=ABLATION_CAP_QUANTILE)
+    for scope in BACKOFF_SCOPES:
+        if scope != best.backoff:
+            rows[BACKOFF_ROWS[scope]] = replace(best, backoff=scope)
+    rows["no gang holds" if best.gang_hold else "gangs hold GPUs while waiting"] = replace(
+        best, gang_hold=not best.gang_hold)
+    if best.user_limit_factor is None:
+        rows["user limits (YARN defaults; users = bursts, assumed)"] = replace(best, **YARN_USER_LIMITS)
+    else:
+        rows["no user limits"] = replace(best, user_limit_factor=None)
+    if best.attempt_split:
+        rows["one attempt per job (no split)"] = replace(best, attempt_split=())
+    return rows
 
 
 def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None,
                       fit_span: tuple | None = None) -> dict:
-    """One modelling ingredient removed at a time from the calibrated parameters (workload variants are the caller's).
+    """One modelling ingredient changed at a time from the calibrated parameters (workload variants are the caller's).
 
-    Reclaim, the cap, locality, quotas and the latency; with ``real_waits`` and
-    ``fit_span``, also the model before the contention mechanism: the scheduler
-    latency fitted to the whole real waits (a two-mode mixture per size, so its
-    slow mode *is* the queueing) with unlimited lending and no reclaim.
+    The issue-29 ingredients (:func:`ingredient_variants`), then the contention mechanism's: reclaim, the cap,
+    lending, locality, quotas and the latency; with ``real_waits`` and ``fit_span``, also the model before the
+    contention mechanism: the scheduler latency fitted to the whole real waits (a two-mode mixture per size, so its
+    slow mode *is* the queueing) with unlimited lending, no reclaim, every listed server in service and none of the
+    queueing ingredients (the attempt split, a property of the workload, stays).
     """
-    variants = {}
+    variants = ingredient_variants(best)
     if best.reclaim_after_s is not None:
         variants["no reclaim"] = replace(best, reclaim_after_s=None)
-    if best.max_capacity_factor is not None:
-        variants["no cap (unlimited lending)"] = replace(best, max_capacity_factor=None)
+    if best.max_capacity_factor is not None or best.cap_quantile is not None:
+        variants["no cap (unlimited lending)"] = replace(best, max_capacity_factor=None, cap_quantile=None)
     variants["lending off" if best.lending else "lending on"] = replace(best, lending=not best.lending)
     if best.locality != "any":
         variants["no locality (no racks, no back-off)"] = replace(best, locality="any")
@@ -646,89 +814,116 @@ def ablation_variants(best: ReplayParams, real_waits: pd.DataFrame | None = None
     if real_waits is not None and fit_span is not None:
         variants["latency fitted to the real waits, no contention"] = replace(
             best, latency_mixture=fit_latency_mixture(real_waits, fit_span), max_capacity_factor=None,
-            reclaim_after_s=None, lending=True)
+            cap_quantile=None, reclaim_after_s=None, lending=True, servers_in_service=None, backoff="gangs",
+            gang_hold=False, user_limit_factor=None)
     return variants
 
 
+#: The ablation table's figures (besides the per-bucket ratios), each a key of :func:`held_out_figures`.
+ABLATION_FIGURES = ("busy_servers_mae_pp_complete", "gpu_allocated_share", "gpu_allocation_shortfall_pp",
+                    "max_median_ratio", "max_p90_ratio", "max_ks", "servers_spanned_max_ks", "latency_only_wait_share",
+                    "fig3_cells", "fig3_median_ks", "fig3_max_ks", "fig3_share_3min_within")
+
+
+def ablation_row(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
+                 complete_until: pd.Timestamp | None = None, gpu_util_cdf: pd.DataFrame | None = None,
+                 fig3_table: pd.DataFrame | None = None) -> dict:
+    """One replay's row of the ablation table (:func:`ablation`)."""
+    figures = held_out_figures(rep, occupancy, real_waits, span, gpu_util_cdf, top_vcs=top_vcs,
+                               complete_until=complete_until, fig3_table=fig3_table)
+    row = {"jobs": len(rep.replay.workload)}
+    for bucket, r in figures["delays"].iterrows():
+        row[f"median_ratio_{bucket}"] = r["median_ratio"]
+        row[f"p90_ratio_{bucket}"] = r["p90_ratio"]
+    row.update({key: float(figures.get(key, np.nan)) for key in ABLATION_FIGURES})
+    row["preemptions"] = figures["preemptions"]["count"]
+    row["wall_s"] = rep.result.summary["wall_s"]
+    return row
+
+
 def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occupancy: pd.DataFrame,
-             real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
-             done: dict | None = None, complete_until: pd.Timestamp | None = None) -> tuple[pd.DataFrame, dict]:
-    """Held-out figures of each variant: ``{name: (ReplayWorkload, ReplayParams)}`` -> (table, replays).
+             real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5, done: dict | None = None,
+             complete_until: pd.Timestamp | None = None, gpu_util_cdf: pd.DataFrame | None = None,
+             fig3_table: pd.DataFrame | None = None, quota_workload=None, workers: int | None = None,
+             rows: dict | None = None) -> pd.DataFrame:
+    """Held-out figures of each variant ``{name: (ReplayWorkload, ReplayParams)}``, one row each (:func:`ablation_row`).
 
-    ``done``: ``{name: Replay}`` already simulated (measured first, not rerun).
-
-    Table columns: occupancy MAE (pp; also before ``complete_until``), median and p90 ratio (replay / real) per size
-    bucket, the largest of each (either way), the largest KS of the ``top_vcs`` VCs, of servers spanned, the
-    latency-only share of waiting, preemptions, and the replay's allocated GPU share.
+    ``done``: ``{name: Replay}`` already simulated (measured first, not rerun); ``rows``: ``{name: row}`` already
+    measured (:func:`ablation_row`, e.g. in a worker process), listed next. The variants' replays run side by
+    side in up to ``workers`` processes (:mod:`.parallel`; the table does not depend on it). Columns: the median and
+    p90 ratio per size bucket and :data:`ABLATION_FIGURES` (NaN where a figure needs an input not given), the
+    preemptions and the replay's wall time.
     """
-    rows, replays = [], {}
-    runs = [(name, rep) for name, rep in (done or {}).items()] + list(variants.items())
-    for name, item in runs:
-        rep = item if isinstance(item, Replay) else run_replay(item[0], machines, vc_table, item[1])
-        workload = rep.replay
-        figures = held_out_figures(rep, occupancy, real_waits, span, top_vcs=top_vcs, complete_until=complete_until)
-        replays[name] = rep
-        row = {"variant": name, "jobs": len(workload.workload), "occupancy_mae_pp": figures["occupancy_mae_pp"],
-               "occupancy_mae_pp_complete": figures["occupancy_mae_pp_complete"]}
-        for bucket, r in figures["delays"].iterrows():
-            row[f"median_ratio_{bucket}"] = r["median_ratio"]
-            row[f"p90_ratio_{bucket}"] = r["p90_ratio"]
-        for key in ("max_median_ratio", "max_p90_ratio", "max_ks", "servers_spanned_max_ks", "latency_only_wait_share"):
-            row[key] = figures[key]
-        row["preemptions"] = figures["preemptions"]["count"]
-        row["allocated_gpu_share"] = allocated_share(rep.result, span)
-        row["wall_s"] = rep.result.summary["wall_s"]
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("variant"), replays
+    measures = dict(occupancy=occupancy, real_waits=real_waits, span=span, top_vcs=top_vcs,
+                    complete_until=complete_until, gpu_util_cdf=gpu_util_cdf, fig3_table=fig3_table)
+
+    def row_of(item):
+        workload, params = item
+        return ablation_row(run_replay(workload, machines, vc_table, params, quota_workload=quota_workload), **measures)
+
+    table = {name: ablation_row(rep, **measures) for name, rep in (done or {}).items()}
+    table.update(rows or {})
+    table.update(zip(variants, map_in_processes(row_of, list(variants.values()), workers), strict=True))
+    return pd.DataFrame.from_dict(table, orient="index").rename_axis("variant")
 
 
 def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
-    """(parameter, label of the move, moved params): each fitted value moved, the others kept."""
+    """(parameter, label of the move, moved params): each fitted value moved once or twice, the others kept."""
     moves = []
     if best.locality == "relax":
-        for k in (0.5, 2.0):
-            moves.append(("relax_after_s", f"x{k:g}", replace(best, relax_after_s=best.relax_after_s * k)))
+        moves.append(("relax_after_s", "x2", replace(best, relax_after_s=best.relax_after_s * 2)))
     if best.reclaim_after_s is not None:
-        for k in (0.5, 2.0):
-            moves.append(("reclaim_after_s", f"x{k:g}", replace(best, reclaim_after_s=best.reclaim_after_s * k)))
         moves.append(("reclaim_after_s", "off", replace(best, reclaim_after_s=None)))
     else:
         moves.append(("reclaim_after_s", "on after 300 s", replace(best, reclaim_after_s=300.0)))
-    if best.max_capacity_factor is not None:
+    if best.cap_quantile is not None:
+        q = best.cap_quantile
+        moves.append(("cap_quantile", "halfway to 1", replace(best, cap_quantile=round(q + (1 - q) / 2, 6))))
+        moves.append(("cap_quantile", "off (unlimited)", replace(best, cap_quantile=None, max_capacity_factor=None)))
+    elif best.max_capacity_factor is not None:
         f = best.max_capacity_factor
         moves.append(("max_capacity_factor", "halfway to the quota",
                       replace(best, max_capacity_factor=1 + (f - 1) / 2)))
-        moves.append(("max_capacity_factor", "twice as far from it",
-                      replace(best, max_capacity_factor=1 + (f - 1) * 2)))
         moves.append(("max_capacity_factor", "unlimited", replace(best, max_capacity_factor=None)))
     else:
         moves.append(("max_capacity_factor", "2x quota", replace(best, max_capacity_factor=2.0)))
+    if best.servers_in_service is not None:
+        n = best.servers_in_service
+        for k in (0.95, 1.05):
+            moves.append(("servers_in_service", f"x{k:g}", replace(best, servers_in_service=int(round(n * k)))))
     flips = {"locality": {"relax": "any", "any": "relax"},
-             "placement": {"most_free": "best_fit", "best_fit": "most_free"},
-             "rack_size": {16: 32, 32: 16}, "unknown_vc_quota": {"none": "demand", "demand": "none"}}
+             "placement": {"most_free": "best_fit", "best_fit": "most_free"}, "rack_size": {16: 32, 32: 16},
+             "unknown_vc_quota": {"none": "demand", "demand": "none"}, "gang_hold": {False: True, True: False}}
     for name, other in flips.items():
         value = other.get(getattr(best, name))
         if value is not None:
             moves.append((name, f"{value}", replace(best, **{name: value})))
+    moves.extend(("backoff", scope, replace(best, backoff=scope)) for scope in BACKOFF_SCOPES if scope != best.backoff)
     return moves
 
 
 def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
-                occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple) -> pd.DataFrame:
+                occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, gpu_util_cdf: pd.DataFrame,
+                workers: int | None = None) -> pd.DataFrame:
     """The held-out objective (:func:`evaluate` on ``span``) as each fitted value moves, beside the calibrated one.
 
-    One replay per move: numbers halved and doubled (a maximum capacity moved
-    halfway towards its quota and twice as far), switches flipped.
+    One replay per move (:func:`_moves`): a timeout doubled, caps moved halfway towards their bound or switched off,
+    the servers in service 5% fewer and more, switches flipped; side by side in up to ``workers`` processes.
     """
-    base = evaluate(run_replay(replay, machines, vc_table, best), occupancy, real_waits, span)
+    moves = _moves(best)
+
+    def objective_of(params):
+        return evaluate(run_replay(replay, machines, vc_table, params), occupancy, real_waits, span, gpu_util_cdf)
+
+    base, *evaluations = map_in_processes(objective_of, [best] + [params for _, _, params in moves], workers)
     rows = []
-    for name, label, params in _moves(best):
-        ev = evaluate(run_replay(replay, machines, vc_table, params), occupancy, real_waits, span)
+    for (name, label, params), ev in zip(moves, evaluations, strict=True):
         rows.append({"parameter": name, "moved": label, "calibrated": str(getattr(best, name)),
                      "value": str(getattr(params, name)), "objective": ev.objective,
                      "objective_change": ev.objective - base.objective,
-                     "occupancy_mae_pp": ev.occupancy_mae_pp, "log_median_error": ev.log_median_error,
-                     "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks})
+                     "busy_servers_mae_pp": ev.busy_servers_mae_pp,
+                     "allocation_shortfall_pp": ev.allocation_shortfall_pp,
+                     "log_median_error": ev.log_median_error, "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks})
     return pd.DataFrame(rows).set_index(["parameter", "moved"])
 
 

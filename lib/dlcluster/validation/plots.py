@@ -21,17 +21,51 @@ def plot_demand(table: pd.DataFrame, ax) -> None:
     ax.legend(fontsize=8, loc="lower left")
 
 
-def plot_occupancy(simulated: pd.Series, real: pd.Series, spans: dict, ax) -> None:
-    """Replayed (SIMULATED) and real share of servers with a job over time, fit and held-out spans shaded."""
-    ax.plot(real.index, 100 * real, color="black", lw=1.0, label="real (node_sequence, monitoring gaps left out)")
-    ax.plot(simulated.index, 100 * simulated, color="tab:red", lw=1.0, alpha=0.85, label="SIMULATED replay")
+def plot_busy_servers(table: pd.DataFrame, spans: dict, servers_in_service: int, ax) -> None:
+    """Servers with a job per hour, the replay's (SIMULATED) beside the record's, as counts
+    (:func:`.calibrate.busy_servers`), with the record's total and the replay's servers in service; fit and
+    held-out spans shaded."""
+    ax.plot(table.index, table["real"], color="black", lw=1.0,
+            label="real: active servers (node_sequence, gaps left out)")
+    ax.plot(table.index, table["simulated"], color="tab:red", lw=1.0, alpha=0.85,
+            label="SIMULATED replay: servers with a job")
+    ax.plot(table.index, table["total"], color="0.5", lw=0.8, ls=":", label="the record's total")
+    ax.axhline(servers_in_service, color="tab:red", lw=0.8, ls=":",
+               label=f"replay's servers in service ({servers_in_service})")
     colors = {"fit": "tab:blue", "held_out": "tab:green"}
     for name, (begin, end) in spans.items():
         ax.axvspan(begin, end, color=colors.get(name, "0.8"), alpha=0.08, label=f"{name.replace('_', '-')} span")
     ax.set_xlim(min(b for b, _ in spans.values()), max(e for _, e in spans.values()))
-    ax.set_ylabel("servers with a job (%)")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.set_ylabel("servers")
+    ax.set_ylim(0, max(float(table[["real", "simulated", "total"]].max().max()), servers_in_service) * 1.05)
+    ax.legend(fontsize=7, loc="lower left", ncol=2)
+
+
+def plot_fig3_panel(points: pd.DataFrame, waits: pd.DataFrame, cells: pd.DataFrame, vc: str, ax) -> None:
+    """One VC of the full trace's Figure 3 (solid, as digitized) beside the replay's delays (dashed), per size bucket,
+    in the official axes (log minutes 0.1 .. 10^4); each scored cell's KS in the legend."""
+    from .fig3 import VISIBLE, X_RANGE
+
+    for bucket in ("1", "2-4", "5-8", ">8"):
+        curve = points[(points["vc"] == vc) & (points["bucket"] == bucket) & points["flag"].isin(VISIBLE)]
+        mine = waits[(waits["vc"] == vc) & (waits["bucket"] == bucket) & (waits["wait_s"] > 0)]
+        color = {"1": "green", "2-4": "blue", "5-8": "red", ">8": "purple"}[bucket]
+        if curve.empty and mine.empty:
+            continue
+        key = (vc, bucket)
+        ks = cells.loc[key, "ks"] if key in cells.index and bool(cells.loc[key, "scored"]) else np.nan
+        if len(curve):
+            curve = curve.sort_values("minutes", kind="stable")
+            ax.plot(curve["minutes"], curve["cdf_percent"] / 100, color=color, lw=1.4,
+                    label=f"{bucket} GPU full trace" + (f" (KS {ks:.2f})" if np.isfinite(ks) else ""))
+        if len(mine):
+            x = np.sort(mine["wait_s"].to_numpy(float) / 60.0, kind="stable")
+            ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", color=color, lw=1.0, ls="--",
+                    label=f"{bucket} GPU SIMULATED ({len(x):,})")
+    ax.set(xscale="log", xlim=X_RANGE, ylim=(0, 1), title=f"VC {vc}")
+    ax.axvline(3.0, color="0.8", lw=0.8)
+    ax.grid(alpha=0.3, ls="--")
+    ax.legend(fontsize=5.5, loc="lower right")
 
 
 def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.0) -> None:

@@ -17,14 +17,20 @@ fit span with Optuna's TPE sampler.
   sampler sees it: TPE splits the trials into good and bad by rank, and the
   best trial is a minimum, so a last-bit difference between two CPUs'
   arithmetic must not reorder two trials.
+* **Two at a time**: trials are asked in batches of :data:`BATCH` before any of
+  them is told (the batch is part of the search, so the trials do not depend
+  on the machine), and a batch's replays run side by side on up to two cores
+  (:mod:`.parallel`).
 * **Space**: :data:`DEFAULT_SPACE`; a list of values is a categorical axis, a
-  ``{"low", "high", "log"}`` mapping a range, and ``"off"`` in it a value
-  (None) that the axis may also take, e.g. no reclaim at all.
+  ``{"low", "high", "log"}`` mapping a range (``"int": True``: whole numbers),
+  and ``"off"`` in it a value (None) that the axis may also take, e.g. no
+  reclaim at all.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
@@ -34,6 +40,10 @@ import pandas as pd
 from ..ordering import decision_value
 from ..report.progress import emit as emit_progress
 from .calibrate import Evaluation, ReplayParams
+from .parallel import map_in_processes
+
+#: Trials asked before any is told (fixed: the proposals depend on it, the number of cores must not).
+BATCH = 2
 
 DEFAULT_SPACE = {
     "unknown_vc_quota": ["none", "demand"],
@@ -43,12 +53,24 @@ DEFAULT_SPACE = {
     "locality": ["relax", "any"],
     "placement": ["most_free", "best_fit"],
     "rack_size": [16, 32],
+    # issue 29's ingredients: servers in service (the 420 of the occupancy record as the bound; off: all 539),
+    # each VC's cap from its own demand (off: the one factor above), the back-off scope, gang holds
+    "servers_in_service": {"low": 300, "high": 420, "int": True, "off": None},
+    "cap_quantile": {"low": 0.5, "high": 1.0, "off": None},
+    "backoff": ["gangs", "every", "borrowers"],
+    "gang_hold": [False, True],
 }
 
 #: Evaluated first, with the start parameters on the other axes: the simulator's settings before the contention
-#: mechanism (unlimited lending without reclaim), and caps at the quotas (no borrowing beyond them).
+#: mechanism (unlimited lending without reclaim), caps at the quotas (no borrowing beyond them), the previous
+#: calibration's values (the closing note before issue 29), and a coarse grid on the new main unknown: unlimited
+#: lending with 360, 390 and 420 (the record's count) servers in service.
 START_POINTS = ({"max_capacity_factor": None, "reclaim_after_s": None},
-                {"max_capacity_factor": 1.0, "reclaim_after_s": None})
+                {"max_capacity_factor": 1.0, "reclaim_after_s": None},
+                {"max_capacity_factor": 1.16144, "reclaim_after_s": None, "relax_after_s": 171.051,
+                 "unknown_vc_quota": "demand", "placement": "most_free", "rack_size": 16},
+                *({"max_capacity_factor": None, "reclaim_after_s": None, "servers_in_service": n}
+                  for n in (360, 390, 420)))
 
 
 def check_space(space: dict) -> dict:
@@ -58,9 +80,9 @@ def check_space(space: dict) -> dict:
         if name not in fields:
             raise ValueError(f"calibration space: {name!r} is not a ReplayParams field")
         if isinstance(axis, dict):
-            if not {"low", "high"} <= set(axis) or set(axis) - {"low", "high", "log", "off"}:
+            if not {"low", "high"} <= set(axis) or set(axis) - {"low", "high", "log", "int", "off"}:
                 raise ValueError(f"calibration space: {name!r} must be a list of values or "
-                                 f"{{low, high[, log][, off]}}, got {axis!r}")
+                                 f"{{low, high[, log][, int][, off]}}, got {axis!r}")
             if not axis["low"] <= axis["high"]:
                 raise ValueError(f"calibration space: {name!r} has low > high")
         elif not isinstance(axis, (list, tuple)) or not axis:
@@ -76,8 +98,12 @@ def suggest(trial, space: dict, start: ReplayParams) -> ReplayParams:
             if "off" in axis and not trial.suggest_categorical(f"{name}:on", [True, False]):
                 values[name] = axis["off"]
                 continue
-            values[name] = trial.suggest_float(name, float(axis["low"]), float(axis["high"]),
-                                               log=bool(axis.get("log", False)))
+            log = bool(axis.get("log", False))
+            if axis.get("int", False):
+                raw = trial.suggest_int(name, int(axis["low"]), int(axis["high"]), log=log)
+            else:
+                raw = trial.suggest_float(name, float(axis["low"]), float(axis["high"]), log=log)
+            values[name] = _value(axis, raw)
         else:
             values[name] = trial.suggest_categorical(name, list(axis))
     return replace(start, **values)
@@ -105,11 +131,13 @@ def _enqueue(point: dict, space: dict, start: ReplayParams) -> dict:
 
 
 def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams, space: dict, n_trials: int,
-           storage: str | Path, study_name: str, seed: int = 0) -> tuple[ReplayParams, pd.DataFrame]:
+           storage: str | Path, study_name: str, seed: int = 0,
+           workers: int | None = None) -> tuple[ReplayParams, pd.DataFrame]:
     """Minimise ``objective`` over ``space`` in ``n_trials`` trials; returns (best params, one row per trial).
 
     ``storage``: the SQLite file of the study (created, or continued when it
-    holds trials of ``study_name``).
+    holds trials of ``study_name``). ``workers``: processes evaluating a batch
+    (default :func:`.parallel.default_workers`; the results do not depend on it).
     """
     import optuna
 
@@ -125,14 +153,19 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
     while len(done) < n_trials:
         emit_progress({"event": "sweep", "done": len(done), "total": n_trials, "cached": 0,
                        "elapsed_s": time.monotonic() - started})
-        study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials))
-        trial = study.ask()
-        params = suggest(trial, space, start)
-        ev = objective(params)
-        for key, value in asdict(ev).items():
-            trial.set_user_attr(key, value)
-        study.tell(trial, decision_value(ev.objective))
-        done.append(trial)
+        asked = []
+        for _ in range(min(BATCH, n_trials - len(done))):
+            # multivariate: the servers in service and the caps act together (the sampler's own warning is silenced)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials), multivariate=True)
+            trial = study.ask()
+            asked.append((trial, suggest(trial, space, start)))
+        for (trial, _), ev in zip(asked, map_in_processes(objective, [p for _, p in asked], workers), strict=True):
+            for key, value in asdict(ev).items():
+                trial.set_user_attr(key, value)
+            study.tell(trial, decision_value(ev.objective))
+            done.append(trial)
     emit_progress({"event": "sweep", "done": n_trials, "total": n_trials, "cached": 0,
                    "elapsed_s": time.monotonic() - started})
     completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE][:n_trials]
@@ -142,13 +175,21 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
         fields = {name: getattr(params, name) for name in space}
         rows.append({"trial": t.number, **fields, **t.user_attrs})
     trials = pd.DataFrame(rows)
-    best = min(completed, key=lambda t: (t.value, t.number))
+    best = min(completed, key=lambda t: (float(f"{t.value:.9g}"), t.number))   # ties across CPUs: rounded first
     return _params_of(best, space, start), trials
+
+
+def _value(axis, raw):
+    """A range's drawn value as the replay uses it: a float rounded to 6 significant digits (it decides discrete
+    outcomes: event times, caps), an integer as drawn."""
+    if isinstance(axis, dict) and not axis.get("int", False):
+        return float(f"{raw:.6g}")
+    return raw
 
 
 def _params_of(trial, space: dict, start: ReplayParams) -> ReplayParams:
     values = {}
     for name, axis in space.items():
         off = isinstance(axis, dict) and "off" in axis and not trial.params.get(f"{name}:on", True)
-        values[name] = axis["off"] if off else trial.params[name]
+        values[name] = axis["off"] if off else _value(axis, trial.params[name])
     return replace(start, **values)

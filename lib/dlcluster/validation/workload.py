@@ -231,9 +231,9 @@ def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame,
     earlier attempts of a retried job. The first start is recovered from the
     same job in RFold, whose duration is last end - first start:
     first start = DRE end - duration. Returns a table (jobid, vc, submitted,
-    num_gpus, bucket, recorded_wait_s, first_wait_s, num_servers: of the last attempt) and the counts of records
-    left out (no RFold match; first start before submit by more than
-    ``tolerance_s``, i.e. inconsistent), so none is lost silently.
+    num_gpus, bucket, recorded_wait_s, first_wait_s, num_servers and run_time_s: of the last attempt) and the
+    counts of records left out (no RFold match; first start before submit by more than ``tolerance_s``, i.e.
+    inconsistent), so none is lost silently.
     """
     ids = replay.dre_jobid
     have = np.flatnonzero(pd.notna(ids))
@@ -251,5 +251,6 @@ def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame,
                           "submitted": rec["submitted"].to_numpy(), "num_gpus": rec["num_gpus"].astype(int).to_numpy(),
                           "bucket": size_bucket(rec["num_gpus"].astype(float)).astype(str).to_numpy(),
                           "recorded_wait_s": rec["queueing_delay_s"].astype(float).to_numpy(),
-                          "first_wait_s": first.to_numpy(), "num_servers": rec["num_servers"].astype(int).to_numpy()})
+                          "first_wait_s": first.to_numpy(), "num_servers": rec["num_servers"].astype(int).to_numpy(),
+                          "run_time_s": rec["run_time_s"].astype(float).to_numpy()})
     return table, excluded

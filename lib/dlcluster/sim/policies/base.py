@@ -26,11 +26,14 @@ Locality handling is shared: ``strict`` keeps the tightest level the job can
 ever get, ``any`` accepts any spread (placement still tries tight levels
 first), ``relax`` starts strict and loosens one level every ``relax_after_s``
 seconds of waiting (Philly's back-off). Waiting while a looser placement exists
-is attributed to back-off.
+is attributed to back-off. ``backoff="every"`` holds back *every* job that
+cannot start when first tried for one ``relax_after_s``, ``"borrowers"`` every
+job that would have to borrow beyond its VC's quota (:mod:`..backoff`).
 """
 
 from __future__ import annotations
 
+from ..backoff import HELD, check_scope, released_level
 from ..events import EventKind
 from ..placement import Locality
 
@@ -44,7 +47,8 @@ class SchedulingPolicy:
     default_placement = "best_fit"
     default_locality = "strict"
 
-    def __init__(self, locality: str | None = None, relax_after_s: float = 180.0, backfill: bool = True):
+    def __init__(self, locality: str | None = None, relax_after_s: float = 180.0, backfill: bool = True,
+                 backoff: str = "gangs"):
         if not backfill and self.preemptive:
             raise ValueError(f"{self.name}: backfill=False is for non-preemptive policies")
         self.backfill = bool(backfill)
@@ -55,13 +59,14 @@ class SchedulingPolicy:
             raise ValueError(f"{self.name}: relax_after_s must be > 0, got {relax_after_s!r}")
         self.locality = locality
         self.relax_after_s = float(relax_after_s)
+        self.backoff = check_scope(backoff)
 
     @property
     def relaxes(self) -> bool:
         return self.locality == "relax"
 
     def __repr__(self) -> str:
-        extra = "" if self.backfill else ", backfill=False"
+        extra = ("" if self.backfill else ", backfill=False") + ("" if self.backoff == "gangs" else ", backoff='every'")
         return f"{type(self).__name__}(locality={self.locality!r}{extra})"
 
     def prepare(self, sim) -> None:
@@ -73,14 +78,20 @@ class SchedulingPolicy:
     def on_enqueue(self, job, now: float, sim) -> None:
         job.key = self.queue_key(job, now)
         job.level = _ANYWHERE if self.locality == "any" else job.min_level
+        if self.backoff == "borrowers" and sim.quota[job.vc] - sim.vc_used[job.vc] < job.gpus_now:
+            job.level = HELD     # it would have to borrow: held one timeout before it may
+            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
 
     def on_wait(self, job, now: float, sim) -> None:
-        if self.locality == "relax" and job.level < _ANYWHERE:
+        if self.backoff == "every":
+            sim.set_level(job, HELD, now)
+            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+        elif self.locality == "relax" and 0 <= job.level < _ANYWHERE:
             sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
 
     def on_relax(self, job, now: float, sim) -> None:
-        sim.set_level(job, job.level + 1)
-        if job.level < _ANYWHERE:
+        sim.set_level(job, released_level(job, self.locality) if job.level == HELD else job.level + 1, now)
+        if self.locality == "relax" and job.level < _ANYWHERE:
             sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
 
     def on_start(self, job, now: float, sim) -> None:

@@ -34,7 +34,7 @@ INLINE_RC = {
 
 def official_cdf(values) -> tuple[np.ndarray, np.ndarray]:
     """The notebook's ``get_cdf``: values sorted, ``p = 100 * arange(n) / (n - 1)`` (a polyline, not a step)."""
-    x = np.sort(np.asarray(values, dtype=float))
+    x = np.sort(np.asarray(values, dtype=float), kind="stable")
     return x, 100.0 * np.arange(len(x)) / (len(x) - 1)
 
 

@@ -1,0 +1,112 @@
+"""Preemption: which running jobs a waiting job may take GPUs from, and the fewest that let it start.
+
+Used by preemptive policies (a higher-ranked waiting job preempts lower-ranked
+running ones, :func:`preempt_for`) and by the Capacity Scheduler's reclaim
+(:mod:`.sharing`). :func:`choose_victims` frees candidates tentatively, least
+important first, until the job fits, then gives back those it does not need,
+and leaves the cluster as it found it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from .jobs import JobState
+
+_RUNNING = JobState.RUNNING
+
+
+class PassState:
+    """What one scheduling pass has learned: failures stay failures until GPUs are freed."""
+
+    __slots__ = ("failed", "ranked", "preempt_failed", "nobody_preemptible")
+
+    def __init__(self):
+        self.failed = set()
+        self.ranked = None
+        self.preempt_failed = {}
+        self.nobody_preemptible = False
+
+
+def preempt_for(sim, job, state: PassState, now: float) -> bool:
+    """Preempt lower-priority running jobs so that ``job`` can start; False if impossible.
+
+    Candidates are running jobs the policy lets ``job`` preempt, least
+    important first; jobs started in this pass are not candidates.
+    """
+    policy = sim.policy
+    if state.ranked is None:
+        state.ranked = policy.ranked_running(now, sim)
+    ranked = state.ranked
+    lo, hi = 0, len(ranked)
+    while lo < hi:  # candidates form a prefix of the ranking
+        mid = (lo + hi) // 2
+        if policy.preempts(job.key, ranked[mid][0], now):
+            lo = mid + 1
+        else:
+            hi = mid
+    n = lo
+    if n == 0:
+        state.nobody_preemptible = True  # jobs tried later rank lower still
+        return False
+    key = (job.gpus_now, job.level)
+    if state.preempt_failed.get(key, -1) >= n:
+        return False
+    # Jobs preempted or started earlier in this pass stay in the ranking but are skipped.
+    victims = choose_victims(sim, job, (r for _, r in itertools.islice(ranked, n)
+                                        if r.state is _RUNNING and r.attempt_start < now))
+    if victims is None:
+        state.preempt_failed[key] = n
+        return False
+    for v in victims:
+        sim.preempt_job(v, now)
+    counts, level = sim.placement.choose(sim.cluster, job.gpus_now, job.min_level, job.level)
+    sim.start(job, counts, level, now)
+    return True
+
+
+def choose_victims(sim, job, candidates):
+    """The fewest candidates (least important first) whose GPUs let ``job`` start; None if none do.
+
+    Frees candidates tentatively until the job fits, then gives back those
+    it does not need (most important first). Leaves the cluster unchanged.
+    """
+    cluster, used = sim.cluster, sim.vc_used
+    over_cap = job.gpus_now - (sim.vc_cap[job.vc] - used[job.vc])
+    if over_cap > 0:
+        # past its VC's maximum capacity only the VC's own jobs can make room: if all of them together cannot,
+        # no set of victims can (the search below would free every candidate and find none)
+        candidates = list(candidates)
+        if sum(v.gpus_now for v in candidates if v.vc == job.vc) < over_cap:
+            return None
+
+    def fits():
+        return sim.admissible(job) and sim.placement.choose(cluster, job.gpus_now, job.min_level, job.level) is not None
+
+    def release(v):
+        cluster.release(v.idx, v.alloc)
+        used[v.vc] -= v.gpus_now
+
+    def restore(v):
+        cluster.allocate_masks(v.idx, v.alloc)
+        used[v.vc] += v.gpus_now
+
+    released = []
+    for v in candidates:
+        release(v)
+        released.append(v)
+        if fits():
+            break
+    else:
+        for v in reversed(released):
+            restore(v)
+        return None
+    needed = []
+    for v in reversed(released):
+        restore(v)
+        if not fits():
+            release(v)
+            needed.append(v)
+    for v in needed:
+        restore(v)
+    return needed[::-1]

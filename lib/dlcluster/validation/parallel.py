@@ -1,0 +1,47 @@
+"""Replays side by side: the calibration's trials and the notebook's ablation rows on every core (default: 2 at most).
+
+A replay is one Python process's work (a few seconds to tens of seconds of one
+core). :func:`map_in_processes` runs a function over items in forked worker
+processes, which inherit the inputs the function closes over (no pickling of
+the workloads), and returns the results in the items' order: the same results
+whatever the number of workers. Forked processes need a POSIX system; with
+one worker (or where fork is missing) it runs in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Callable, Iterable
+
+#: At most this many replays at once: ``make reports`` is budgeted on 2 cores, and each replay holds ~1 GB.
+MAX_WORKERS = 2
+
+_FUNCTION: Callable | None = None
+
+
+def default_workers() -> int:
+    """The cores this process may use, at most :data:`MAX_WORKERS` (``DLCLUSTER_WORKERS`` overrides)."""
+    if os.environ.get("DLCLUSTER_WORKERS"):
+        return max(1, int(os.environ["DLCLUSTER_WORKERS"]))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(MAX_WORKERS, cores))
+
+
+def _call(item):
+    return _FUNCTION(item)
+
+
+def map_in_processes(function: Callable, items: Iterable, workers: int | None = None) -> list:
+    """``[function(item) for item in items]``, computed in up to ``workers`` forked processes."""
+    global _FUNCTION
+    items = list(items)
+    workers = default_workers() if workers is None else max(1, int(workers))
+    if workers == 1 or len(items) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [function(item) for item in items]
+    _FUNCTION = function
+    try:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(items))) as pool:
+            return pool.map(_call, items, chunksize=1)
+    finally:
+        _FUNCTION = None
