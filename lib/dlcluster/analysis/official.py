@@ -231,7 +231,7 @@ def fig4_table(levels: pd.DataFrame, ranges: pd.DataFrame, ours: pd.DataFrame, f
                      "server_counts": ", ".join(map(str, sorted(part["num_servers"].astype(int).unique()))),
                      "jobs": len(part), "on_markers_share": float(on.mean()) if len(part) else np.nan,
                      "off_markers_at": ", ".join(f"{k}: {v}" for k, v in off["num_servers"].value_counts(sort=False)
-                                                 .sort_index().items())})
+                                                 .sort_index(kind="stable").items())})
     return pd.DataFrame(rows)
 
 
