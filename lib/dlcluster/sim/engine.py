@@ -684,9 +684,13 @@ class Simulator:
     def _reclaim_for(self, job: Job, now: float) -> bool:
         """Preempt borrowers of VCs above their quota (in the reclaim's victim order) so that ``job`` starts."""
         quota, used = self.quota, self.vc_used
-        order = self.reclaim.victim_order(r for r in self.running.values()
-                                          if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
-        # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed)
+        # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed, which
+        # only lowers the VCs' use): jobs of the VCs at or below it now are never candidates, and none are ordered
+        over = [u > q for u, q in zip(used, quota, strict=True)]
+        if not any(over):
+            return False
+        order = self.reclaim.victim_order(r for r in self.running.values() if over[r.vc] and r.vc != job.vc
+                                          and not r.in_prerun and r.attempt_start < now)
         victims = self._choose_victims(job, (r for r in order if used[r.vc] > quota[r.vc]))
         if victims is None:
             return False

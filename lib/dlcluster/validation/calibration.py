@@ -110,7 +110,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     warm = full if warmup_days is None else rfold_replay_workload(pub, alignment, seed=seed, warmup_days=warmup_days)
     replay = first_days(warm, replay_days)
     waits, _ = dre_first_waits(warm, pub.jobs_of("dre"))
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    digest = hashlib.sha256(_hashed_settings(settings).encode())
     digest.update(code_version(CALIBRATION_CODE).encode())
     replay.workload.update_digest(digest)
     for table in (pub.machines, pub.vc_quotas, pub.occupancy, waits):
@@ -145,6 +145,18 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
     return Calibration(best, trials, span, held, settings, key, replay, full)
+
+
+def _hashed_settings(settings: dict) -> str:
+    """The settings as the cache key hashes them: every number as a float, so that a value written 60 or 60.0 (the
+    same calibration) gives one key."""
+    def number(value):
+        if isinstance(value, dict):
+            return {key: number(v) for key, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [number(v) for v in value]
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return json.dumps(number(settings), sort_keys=True)
 
 
 def calibrated_replay_inputs(trace: str = "public", cache_dir=None):
