@@ -60,17 +60,47 @@ def public_trace():
     return load_trace("public")
 
 
+@pytest.fixture(scope="session")
+def fallback_cross_validation():
+    """The leave-one-split-out cross-validation of the failure classifier's fallback over its whole settings grid
+    (:func:`dlcluster.analysis.classify.cross_validate_fallback` on the measured messages): 60 trainings, once per
+    session; each test reads the settings it checks."""
+    from dlcluster.analysis.classify import cross_validate_fallback, measured_messages
+
+    return cross_validate_fallback(measured_messages())
+
+
+@pytest.fixture(scope="session")
+def ci_calibrated_replay(public_trace):
+    """Notebook 05's calibrated replay under params/ci.yaml, run again from its cached calibration (the one
+    notebooks 01, 05 and 06 share): ``(calibration, replay)``, once per session."""
+    from dlcluster.report.runner import read_params
+    from dlcluster.validation import calibrate, calibration
+
+    ci = read_params(REPO / "params" / "ci.yaml")
+    small = ci["notebooks"]["05-simulator-validation"]
+    cal = calibration.calibrated_params(ci["trace"], small["fit_days"], ci["seed"], None, small["calibration_trials"],
+                                        small["replay_days"], small["warmup_days"])
+    return cal, calibrate.run_replay(cal.replay, public_trace.machines, public_trace.vc_quotas, cal.params)
+
+
 _CI_RUNS: dict = {}
 
 
 @pytest.fixture(scope="session")
-def ci_notebook(tmp_path_factory):
+def ci_reports(tmp_path_factory):
+    """The folder where :func:`ci_notebook` writes each notebook's report (``<stem>/results.json``, figures)."""
+    return tmp_path_factory.mktemp("reports-ci")
+
+
+@pytest.fixture(scope="session")
+def ci_notebook(ci_reports):
     """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict (and, as
     ``folder``, the folder the notebook wrote its outputs to)."""
     from dlcluster.report import read_results_json
     from dlcluster.report.runner import execute_notebook, read_params
 
-    out = tmp_path_factory.mktemp("reports-ci")
+    out = ci_reports
     params = read_params(REPO / "params" / "ci.yaml")
 
     def run(stem: str) -> dict:

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from dlcluster.analysis import failures as F
-from dlcluster.analysis.classify import cross_validate_fallback, evaluate_classifier, measured_messages
+from dlcluster.analysis.classify import evaluate_classifier, measured_messages
 from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings
 
 
 @pytest.mark.notebook
-def test_failures_notebook_results(ci_notebook, public_trace):
+def test_failures_notebook_results(ci_notebook, public_trace, fallback_cross_validation):
     doc = ci_notebook("04-failures-rtf")
     r = doc["results"]
     dre = public_trace.jobs_of("dre")
@@ -63,10 +63,12 @@ def test_failures_notebook_results(ci_notebook, public_trace):
         assert r[f"messages.{split}.accuracy_pct"] == pytest.approx(100 * rules_alone.accuracy)
     assert r["messages.heldout9.accuracy_pct"] == pytest.approx(100 * 134 / 165)  # heldout9's blind measurement, rules
     assert r["messages.tuning.accuracy_pct"] == 100.0
-    # rules + fallback, leave-one-split-out with the chosen settings, as the library computes it
-    settings = FallbackSettings()
-    cv = cross_validate_fallback(messages, grid={"C": [settings.C], "with_corpus": [settings.with_corpus],
-                                                 "threshold": [settings.threshold], "refine": [settings.refine]})
+    # rules + fallback, leave-one-split-out with the chosen settings, as the library computes it (the rows of these
+    # settings in the cross-validation of the whole grid, the same trainings)
+    settings, cv = FallbackSettings(), fallback_cross_validation
+    cv = cv[(cv["C"] == settings.C) & (cv["with_corpus"] == settings.with_corpus)
+            & (cv["threshold"] == settings.threshold) & (cv["refine"] == settings.refine)]
+    assert len(cv) == 10 and set(cv["split"]) == set(messages["split"])
     for row in cv.itertuples():
         assert r[f"messages.{row.split}.fallback_cv.accuracy_pct"] == pytest.approx(
             100 * row.hybrid_correct / row.messages)

@@ -145,17 +145,39 @@ def test_finding_verdicts_name_the_check_that_fails():
     assert rp.verdict(entry, "text", figures)[0] == "not comparable"
 
 
+def _golden_reports(root):
+    """A reports folder whose notebooks' results are the figures of golden/default.yaml, and that file."""
+    golden = g.load_golden(g.golden_dir() / "default.yaml")
+    for stem, figures in golden.items():
+        if stem != g.SCORECARD_SECTION:
+            rep = Report(root / stem, stem)
+            for key, value in figures.items():
+                rep.add(key, value)
+            rep.write()
+    return root, golden
+
+
 def test_every_published_value_gets_a_verdict_and_names_real_figures():
     """The spec covers data/reference/atc19.yaml exactly, and every figure it names is one the reports publish."""
     spec = rp.load_spec()
     card = rp.scorecard(repo_root() / "no-such-reports", spec)
-    assert len(card) == len(spec) and set(card["verdict"]) <= set(rp.VERDICTS)
+    assert len(card) == len(spec) and list(card["key"]) == list(rp.load_reference()["key"])
+    assert (card["verdict"] == "not comparable").all()   # no figure, no verdict either way
     golden = g.load_golden(g.golden_dir() / "default.yaml")
     named = [e["ours"] for e in spec.values() if "ours" in e]
     named += [x for e in spec.values() for c in e.get("checks", []) for x in (c[0], c[2])
               if isinstance(x, str) and ":" in x]
     unknown = [ref for ref in named if ref.partition(":")[2] not in golden.get(ref.partition(":")[0], {})]
     assert not unknown, f"reproduction.yaml names figures no report publishes: {unknown}"
+
+
+def test_the_golden_figures_give_the_golden_verdicts(tmp_path):
+    """The scorecard recomputed from the golden figures is the golden file's scorecard, written by `make golden`
+    from the scorecard.json of the same reports: a verdict rule or a figure that changed one fails here."""
+    reports, golden = _golden_reports(tmp_path / "golden-figures")
+    card = rp.scorecard(reports)
+    assert dict(zip(card["key"], card["verdict"], strict=True)) == golden[g.SCORECARD_SECTION]
+    assert set(card["verdict"]) == set(rp.VERDICTS)   # each of the three verdicts is reached
 
 
 def test_spec_errors_are_clear(tmp_path):
@@ -169,11 +191,24 @@ def test_spec_errors_are_clear(tmp_path):
 
 
 def test_scorecard_json_and_the_golden_verdicts(tmp_path):
-    reports = _reports(tmp_path / "r", {})
+    reports, golden = _golden_reports(tmp_path / "r")
+    # Table 3's 16-GPU utilization moved from 39.1% to 30%: published 40.4% within 2.5 points no more
+    doc = json.loads((reports / "02-utilization-colocation" / "results.json").read_text())
+    assert golden[g.SCORECARD_SECTION]["util.table3.16gpu"] == "reproduced"
+    doc["results"]["util.table3.16gpu"] = 30.0
+    (reports / "02-utilization-colocation" / "results.json").write_text(json.dumps(doc))
     card, path = rp.write_scorecard(reports)
     doc = json.loads(path.read_text())
-    assert doc["counts"] == rp.counts(card) and sum(doc["counts"].values()) == len(card)
-    assert g.collect(reports)["scorecard"] == dict(zip(card["key"], card["verdict"], strict=True))
+    expected = {**golden[g.SCORECARD_SECTION], "util.table3.16gpu": "differs"}
+    assert doc["counts"] == {v: list(expected.values()).count(v) for v in rp.VERDICTS}
+    row = next(r for r in doc["rows"] if r["key"] == "util.table3.16gpu")
+    assert (row["ours"], row["published"], row["detail"]) == (30.0, "40.4 %", "by -10.4 (-25.7%); tolerance 2.5")
+    # what `make golden` keeps and `make check-results` compares: the verdict of every published value
+    assert g.collect(reports)[g.SCORECARD_SECTION] == expected
+    moved = _check(reports, g.golden_dir() / "default.yaml", g.load_tolerances())
+    assert moved[moved != "ok"].to_dict() == {(g.SCORECARD_SECTION, "util.table3.16gpu"): "moved",
+                                              ("02-utilization-colocation", "util.table3.16gpu"): "moved",
+                                              ("06-design-implications", "sweep.wall_s"): "skipped"}
 
 
 def test_a_skipped_figure_is_written_as_null_and_never_fails(reports, tmp_path):

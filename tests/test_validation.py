@@ -374,13 +374,23 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     # the best trial is the lowest objective, and the calibrated params are its values
     best = first.trials.loc[first.trials["objective"].idxmin()]
     assert first.params.relax_after_s == best["relax_after_s"]
-    # read back from the cache (floats spelt differently in the space are the same calibration)
-    again = vcache.calibrated_params("public", fit_days=2, space={**SMALL_SPACE, "relax_after_s": [60, 180]},
+    # read back from the cache, never searched again: numbers spelt differently (60 for 60.0, 2.0 days for 2) are the
+    # same calibration
+    def no_search(*args, **kwargs):
+        raise AssertionError("the cached calibration was not read")
+
+    monkeypatch.setattr(vcache, "search", no_search)
+    again = vcache.calibrated_params("public", fit_days=2.0, space={**SMALL_SPACE, "relax_after_s": [60, 180]},
                                      n_trials=3, replay_days=3, warmup_days=1, cache_dir=tmp_path)
-    assert again.key == first.key and again.params == first.params
+    assert again.key == first.key and again.params == first.params and again.held_out == first.held_out
+    pd.testing.assert_frame_equal(again.trials, first.trials)
+    monkeypatch.undo()
+    # another setting is another calibration, kept beside the first
     other = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=2, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
-    assert other.key != first.key and len(list(tmp_path.glob("calibration-*.json"))) >= 2
+    assert other.key != first.key and len(other.trials) == 2
+    assert sorted(f.name for f in tmp_path.glob("calibration-*.json")) == sorted(
+        f"calibration-{key}.json" for key in (first.key, other.key))
     assert len(again.full_replay.workload) == 111549
     with pytest.raises(ValueError, match="not a ReplayParams field"):
         vcache.calibrated_params("public", space={"nope": [1]}, cache_dir=tmp_path)
@@ -456,6 +466,65 @@ def test_an_interrupted_search_resumes_its_study(tmp_path):
     pd.testing.assert_frame_equal(forked, trials6)
     with pytest.raises(ValueError, match="must be a list of values or"):
         sr.check_space({"relax_after_s": {"low": 1.0}})
+
+
+def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 0.0):
+    """A cheap objective on every axis of the default space, lowest at relax 5 min, reclaim after 2 min, caps at
+    twice the quota, best fit, relax, racks of 16 and demand quotas; raises Ctrl-C on call ``interrupt_at``.
+    ``shift`` moves the best relax timeout (other values for the same draws)."""
+    import math
+
+    def objective(params):
+        if interrupt_at is not None and len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        calls.append(params)
+        value = (math.log(params.relax_after_s / (300.0 + shift)) ** 2 + 0.3 * (params.placement != "best_fit")
+                 + (0.2 if params.reclaim_after_s is None else math.log(params.reclaim_after_s / 120.0) ** 2 / 10)
+                 + (0.4 if params.max_capacity_factor is None else (params.max_capacity_factor - 2.0) ** 2 / 4)
+                 + 0.1 * (params.locality != "relax") + 0.05 * (params.rack_size != 16)
+                 + 0.05 * (params.unknown_vc_quota != "demand"))
+        return vc.Evaluation(value, 0.0, 0.0, 0.0, round(value, 12))
+    return objective
+
+
+def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
+    """14 trials of the default space: the 2 start points, 8 random start-up trials of Optuna's TPE sampler (10
+    with the start points), then 4 trials that TPE proposes from the results so far."""
+    from optuna.samplers import TPESampler
+
+    from dlcluster.validation import search as sr
+    assert TPESampler()._n_startup_trials == 10 < 14   # Optuna's default start-up, which search keeps
+    start, space, n = vc.ReplayParams(), sr.DEFAULT_SPACE, 14
+    calls = []
+    best, trials = sr.search(_toy_objective(calls), start, space, n, tmp_path / "a.db", "a", seed=3)
+    assert len(calls) == n and trials["trial"].tolist() == list(range(n))
+    assert (calls[0].max_capacity_factor, calls[1].max_capacity_factor) == (None, 1.0)  # the start points
+    assert best == calls[int(trials["objective"].idxmin())]
+    # past the start-up, TPE reads the results: other objective values for the same draws give the same first ten
+    # trials and other proposals after them (so this test reaches the TPE phase)
+    _, moved = sr.search(_toy_objective([], shift=900.0), start, space, n, tmp_path / "b.db", "b", seed=3)
+    axes = list(space)
+    pd.testing.assert_frame_equal(moved[axes].head(10), trials[axes].head(10))
+    assert not moved[axes].tail(4).equals(trials[axes].tail(4))
+    # the same search in a new study, stopped by Ctrl-C during trial 11 (a TPE trial), proposes the same first 11
+    # trials (deterministic); that trial is lost, and run again, the search proposes the same trials as the
+    # uninterrupted one, trial 11 included, and ends with the same best
+    cut_calls = []
+    with pytest.raises(KeyboardInterrupt):
+        sr.search(_toy_objective(cut_calls, interrupt_at=11), start, space, n, tmp_path / "c.db", "c", seed=3)
+    assert cut_calls == calls[:11]
+    resumed_best, resumed = sr.search(_toy_objective(cut_calls), start, space, n, tmp_path / "c.db", "c", seed=3)
+    assert cut_calls == calls and resumed_best == best
+    assert resumed["trial"].tolist() == [*range(11), *range(12, n + 1)]   # number 11 was the interrupted one
+    pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
+    # Ctrl-C during the first start point: it is run again after the second, then the same trials follow
+    cut_calls = []
+    with pytest.raises(KeyboardInterrupt):
+        sr.search(_toy_objective(cut_calls, interrupt_at=0), start, space, n, tmp_path / "d.db", "d", seed=3)
+    resumed_best, resumed = sr.search(_toy_objective(cut_calls), start, space, n, tmp_path / "d.db", "d", seed=3)
+    assert cut_calls == [calls[1], calls[0], *calls[2:]] and resumed_best == best
+    pd.testing.assert_frame_equal(resumed.drop(columns="trial").iloc[[1, 0, *range(2, n)]].reset_index(drop=True),
+                                  trials.drop(columns="trial"))
 
 
 def test_overhead_latency_is_fitted_on_the_fast_waits_only():

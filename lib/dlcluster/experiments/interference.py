@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..sim.placement import fill_largest_first
 from .common import best_arm, compare_arms, format_seconds, judged_change, mean_where
 
 
@@ -20,6 +19,9 @@ class DedicatedPlacement:
     Tightest level first (one server, then one rack, then anywhere); the
     smallest idle server that fits, racks needing the fewest servers. The
     GPUs a job leaves free on its servers stay unused: the price of isolation.
+    Reads the cluster's index of idle servers by size (``idle_by_cap``,
+    ``rack_idle_by_cap``), so that a saturated cluster, asked again and again,
+    costs a few list looks per call rather than a sort of every idle server.
     """
 
     def __repr__(self) -> str:
@@ -28,28 +30,51 @@ class DedicatedPlacement:
     def choose(self, cluster, num_gpus: int, min_level: int, max_level: int):
         if num_gpus > cluster.idle_gpus:  # GPUs on servers without any job
             return None
-        cap, free = cluster.cap, cluster.free
-        idle = sorted(s for k in range(1, cluster.max_cap + 1) for s in cluster.by_free[k] if cap[s] == k)
         for level in range(min_level, max_level + 1):
             if level == 0:
-                fits = [s for s in idle if cap[s] >= num_gpus]
-                if fits:
-                    return [(min(fits, key=lambda s: (cap[s], s)), num_gpus)], level
+                for size in range(num_gpus, cluster.max_cap + 1):
+                    if cluster.idle_by_cap[size]:
+                        return [(cluster.idle_by_cap[size][0], num_gpus)], level
             elif level == 1:
                 best = None
-                for servers in cluster.rack_servers:
-                    counts = fill_largest_first([s for s in servers if free[s] == cap[s]], cap, num_gpus)
-                    if counts is not None:
-                        rank = (len(counts), sum(cap[s] for s, _ in counts))
+                for rack, idle in enumerate(cluster.rack_idle_by_cap):
+                    if cluster.rack_idle_gpus[rack] >= num_gpus:
+                        rank = _largest_first_rank(idle, num_gpus)
                         if best is None or rank < best[0]:
-                            best = (rank, counts)
+                            best = (rank, idle)
                 if best is not None:
-                    return best[1], level
+                    return _largest_first(best[1], num_gpus), level
             else:
-                counts = fill_largest_first(idle, cap, num_gpus)
-                if counts is not None:
-                    return counts, level
+                return _largest_first(cluster.idle_by_cap, num_gpus), level
         return None
+
+
+def _largest_first(idle_by_cap, num_gpus: int) -> list[tuple[int, int]]:
+    """``sim.placement.fill_largest_first`` over idle servers given by size (each list ascending): the largest first,
+    ties to the lowest index. The caller has checked that they hold ``num_gpus``."""
+    counts, remaining = [], num_gpus
+    for size in range(len(idle_by_cap) - 1, 0, -1):
+        for s in idle_by_cap[size]:
+            take = min(size, remaining)
+            counts.append((s, take))
+            remaining -= take
+            if remaining == 0:
+                return counts
+    raise ValueError(f"the idle servers hold fewer than {num_gpus} GPUs")
+
+
+def _largest_first_rank(idle_by_cap, num_gpus: int) -> tuple[int, int]:
+    """(servers, their GPUs) that :func:`_largest_first` would take, without listing them."""
+    servers = gpus = 0
+    remaining = num_gpus
+    for size in range(len(idle_by_cap) - 1, 0, -1):
+        available = len(idle_by_cap[size])
+        if available:
+            needed = -(-remaining // size)
+            if needed <= available:
+                return servers + needed, gpus + needed * size
+            servers, gpus, remaining = servers + available, gpus + available * size, remaining - available * size
+    raise ValueError(f"the idle servers hold fewer than {num_gpus} GPUs")
 
 
 def interference_arm(row) -> str:

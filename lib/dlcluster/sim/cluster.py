@@ -3,9 +3,14 @@
 Servers are indexed by free-GPU count (``by_free[k]``: the servers with exactly
 ``k`` free GPUs), racks keep their free totals, and each server records which
 jobs hold which of its GPUs (a bit mask, so the raw trace can name GPUs).
+Idle servers (no job) are also indexed by size, in the whole cluster and per
+rack (``idle_by_cap``, ``rack_idle_by_cap``: sorted lists), so that a placement
+that only takes idle servers need not scan every server.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left, insort
 
 from .topology import Topology
 
@@ -29,9 +34,17 @@ class ClusterState:
         self.jobs_on = [dict() for _ in self.cap]   # server -> {job index: GPU mask}
         self.idle_servers = len(self.cap)
         self.idle_gpus = self.total_gpus             # free GPUs on servers with no job
+        self.idle_by_cap = [[] for _ in range(self.max_cap + 1)]   # idle servers of each size, ascending
+        self.rack_idle_by_cap = [[[] for _ in range(self.max_cap + 1)] for _ in self.rack_servers]
+        self.rack_idle_gpus = list(self.rack_free)
+        for s, c in enumerate(self.cap):
+            self.idle_by_cap[c].append(s)
+            self.rack_idle_by_cap[self.rack_of[s]][c].append(s)
 
     def _set_free(self, s: int, new: int) -> None:
         old = self.free[s]
+        if new == old:
+            return
         del self.by_free[old][s]
         self.by_free[new][s] = None
         self.free[s] = new
@@ -42,9 +55,17 @@ class ClusterState:
         if old == cap:
             self.idle_servers -= 1
             self.idle_gpus -= cap
+            rack = self.rack_of[s]
+            self.rack_idle_gpus[rack] -= cap
+            for servers in (self.idle_by_cap[cap], self.rack_idle_by_cap[rack][cap]):
+                del servers[bisect_left(servers, s)]
         elif new == cap:
             self.idle_servers += 1
             self.idle_gpus += cap
+            rack = self.rack_of[s]
+            self.rack_idle_gpus[rack] += cap
+            insort(self.idle_by_cap[cap], s)
+            insort(self.rack_idle_by_cap[rack][cap], s)
 
     def allocate(self, job: int, counts) -> list[tuple[int, int]]:
         """Give ``job`` the lowest free GPUs of each ``(server, count)``; returns ``(server, mask)``."""

@@ -129,9 +129,13 @@ def _reclaim_for(sim, job, now: float) -> bool:
     from .preemption import choose_victims
 
     quota, used = sim.quota, sim.vc_used
+    # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed, which
+    # only lowers the VCs' use): jobs of the VCs at or below it now are never candidates, and none are ordered
+    over = [u > q for u, q in zip(used, quota, strict=True)]
+    if not any(over):
+        return False
     order = sim.reclaim.victim_order(r for r in sim.running.values()
-                                     if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
-    # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed)
+                                     if over[r.vc] and r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
     victims = choose_victims(sim, job, (r for r in order if used[r.vc] > quota[r.vc]))
     if victims is None:
         return False

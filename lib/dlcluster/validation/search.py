@@ -8,11 +8,13 @@ fit span with Optuna's TPE sampler.
 
 * **Stored and resumable**: the study lives in an SQLite file; a search stopped
   by Ctrl-C continues where it stopped when run again (trials already
-  completed are kept, the one interrupted is lost).
+  completed are kept, the one interrupted is lost, and run again if it was a
+  start point).
 * **Deterministic**: the trials given by :data:`START_POINTS` come first; then
-  each trial's sampler is seeded with the search seed and the trial's number,
-  so an uninterrupted search with the same inputs proposes the same trials
-  (the objective is deterministic too). The objective is rounded to
+  each trial's sampler is seeded with the search seed and the trial's number
+  (lost trials not counted), so a search with the same inputs proposes the
+  same trials, interrupted and resumed or not (the objective is deterministic
+  too). The objective is rounded to
   :data:`~dlcluster.ordering.DECISION_DIGITS` significant digits before the
   sampler sees it: TPE splits the trials into good and bad by rank, and the
   best trial is a minimum, so a last-bit difference between two CPUs'
@@ -145,10 +147,18 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
     check_space(space)
     study = optuna.create_study(study_name=study_name, storage=f"sqlite:///{Path(storage)}", load_if_exists=True,
                                 direction="minimize")
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    state = optuna.trial.TrialState
+    done = [t for t in study.trials if t.state == state.COMPLETE]
     if not study.trials:
         for point in START_POINTS:
             study.enqueue_trial(_enqueue(point, space, start), skip_if_exists=True)
+    # a trial an interrupted run left running is lost: marked failed, so that the sampler does not read it as a
+    # trial in flight, and queued again if it was a start point
+    for t in study.trials:
+        if t.state == state.RUNNING:
+            study.tell(t.number, state=state.FAIL)
+            if "fixed_params" in t.system_attrs:
+                study.enqueue_trial(t.system_attrs["fixed_params"])
     started = time.monotonic()
     while len(done) < n_trials:
         emit_progress({"event": "sweep", "done": len(done), "total": n_trials, "cached": 0,
@@ -158,7 +168,9 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
             # multivariate: the servers in service and the caps act together (the sampler's own warning is silenced)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study.sampler = optuna.samplers.TPESampler(seed=seed * 100_003 + len(study.trials), multivariate=True)
+                # lost trials do not count, so that a resumed search proposes what an uninterrupted one would have
+                study.sampler = optuna.samplers.TPESampler(
+                    seed=seed * 100_003 + sum(t.state != state.FAIL for t in study.trials), multivariate=True)
             trial = study.ask()
             asked.append((trial, suggest(trial, space, start)))
         for (trial, _), ev in zip(asked, map_in_processes(objective, [p for _, p in asked], workers), strict=True):
