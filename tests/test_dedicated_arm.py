@@ -15,7 +15,7 @@ from dlcluster import experiments as E
 from dlcluster.experiments import grid
 from dlcluster.sim import simulate
 from dlcluster.sim.cluster import ClusterState
-from dlcluster.sim.engine import Simulator
+from dlcluster.sim import sharing as sharing_module
 from dlcluster.sim.placement import LocalityPlacement, fill_largest_first
 from dlcluster.sim.topology import Topology
 from dlcluster.validation.calibrate import ReplayParams, sharing_options
@@ -102,26 +102,29 @@ def test_same_choices_as_the_scan_on_random_cluster_states(seed):
     assert compared > 500 and 0 < placed < compared   # placements found and refused alike
 
 
-def _reclaim_for_ordering_every_running_job(self, job, now):
-    """``Simulator._reclaim_for`` as it was before the filter (commit 4b95085): the reference."""
-    quota, used = self.quota, self.vc_used
-    order = self.reclaim.victim_order(r for r in self.running.values()
-                                      if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
-    victims = self._choose_victims(job, (r for r in order if used[r.vc] > quota[r.vc]))
+def _reclaim_for_ordering_every_running_job(sim, job, now):
+    """``sim.sharing._reclaim_for`` as it was before the filter (commit 4b95085, then in the engine): the reference,
+    which orders every running job of another VC."""
+    from dlcluster.sim.preemption import choose_victims
+
+    quota, used = sim.quota, sim.vc_used
+    order = sim.reclaim.victim_order(r for r in sim.running.values()
+                                     if r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
+    victims = choose_victims(sim, job, (r for r in order if used[r.vc] > quota[r.vc]))
     if victims is None:
         return False
     for victim in victims:
-        self._preempt_job(victim, now)
-        if not self.reclaim.keep_progress:
+        sim.preempt_job(victim, now)
+        if not sim.reclaim.keep_progress:
             victim.work_left = victim.target_work
-    counts, level = self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
-    self._start(job, counts, level, now)
+    counts, level = sim.placement.choose(sim.cluster, job.gpus_now, job.min_level, job.level)
+    sim.start(job, counts, level, now)
     return True
 
 
 def real_jobs_with_sharing(racks: int):
     """3,000 real Pollux jobs on ``racks`` racks of the real machines, VCs capped at twice their quota and
-    reclaiming lent GPUs after 30 s: a busy cluster where reclaim preempts (the validated replay's mechanism)."""
+    reclaiming lent GPUs after 30 s: a busy cluster where reclaim preempts (the calibrated replay's mechanism)."""
     inputs = grid.load_inputs("public", 3000, racks, "2017-10-03")
     vcs = sorted(set(inputs.workload.vc.astype(str)))
     sharing = sharing_options(ReplayParams(max_capacity_factor=2.0, reclaim_after_s=30.0), inputs.quotas,
@@ -157,7 +160,7 @@ def test_reclaim_runs_are_those_of_ordering_every_running_job(monkeypatch, place
     inputs, sharing = real_jobs_with_sharing(6)
     place = E.DedicatedPlacement() if placement == "dedicated" else placement
     jobs = run_jobs(inputs, sharing, place)
-    monkeypatch.setattr(Simulator, "_reclaim_for", _reclaim_for_ordering_every_running_job)
+    monkeypatch.setattr(sharing_module, "_reclaim_for", _reclaim_for_ordering_every_running_job)
     pd.testing.assert_frame_equal(jobs, run_jobs(inputs, sharing, place))
     assert jobs["queueing_delay_s"].mean() > 600
     if placement != "best_fit":   # best fit leaves room: nothing to reclaim on these jobs

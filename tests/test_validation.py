@@ -483,48 +483,58 @@ def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 
                  + (0.4 if params.max_capacity_factor is None else (params.max_capacity_factor - 2.0) ** 2 / 4)
                  + 0.1 * (params.locality != "relax") + 0.05 * (params.rack_size != 16)
                  + 0.05 * (params.unknown_vc_quota != "demand"))
-        return vc.Evaluation(value, 0.0, 0.0, 0.0, round(value, 12))
+        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, round(value, 12))
     return objective
 
 
 def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
-    """14 trials of the default space: the 2 start points, 8 random start-up trials of Optuna's TPE sampler (10
-    with the start points), then 4 trials that TPE proposes from the results so far."""
+    """14 trials of the default space, asked two at a time: the 6 start points, 4 random start-up trials of
+    Optuna's TPE sampler (10 with the start points), then 4 trials that TPE proposes from the results so far. One
+    worker, so that the toy objective records its calls in this process (the trials do not depend on it)."""
     from optuna.samplers import TPESampler
 
     from dlcluster.validation import search as sr
-    assert TPESampler()._n_startup_trials == 10 < 14   # Optuna's default start-up, which search keeps
+    # Optuna's default start-up, kept
+    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 6
+
+    def run(objective, name):
+        return sr.search(objective, start, space, n, tmp_path / f"{name}.db", name, seed=3, workers=1)
+
     start, space, n = vc.ReplayParams(), sr.DEFAULT_SPACE, 14
     calls = []
-    best, trials = sr.search(_toy_objective(calls), start, space, n, tmp_path / "a.db", "a", seed=3)
+    best, trials = run(_toy_objective(calls), "a")
     assert len(calls) == n and trials["trial"].tolist() == list(range(n))
     assert (calls[0].max_capacity_factor, calls[1].max_capacity_factor) == (None, 1.0)  # the start points
     assert best == calls[int(trials["objective"].idxmin())]
     # past the start-up, TPE reads the results: other objective values for the same draws give the same first ten
     # trials and other proposals after them (so this test reaches the TPE phase)
-    _, moved = sr.search(_toy_objective([], shift=900.0), start, space, n, tmp_path / "b.db", "b", seed=3)
+    _, moved = run(_toy_objective([], shift=900.0), "b")
     axes = list(space)
     pd.testing.assert_frame_equal(moved[axes].head(10), trials[axes].head(10))
     assert not moved[axes].tail(4).equals(trials[axes].tail(4))
-    # the same search in a new study, stopped by Ctrl-C during trial 11 (a TPE trial), proposes the same first 11
-    # trials (deterministic); that trial is lost, and run again, the search proposes the same trials as the
-    # uninterrupted one, trial 11 included, and ends with the same best
+    # the same search in a new study, stopped by Ctrl-C during trial 11 (a TPE trial, second of the batch 10-11),
+    # proposes the same first 11 trials (deterministic); the batch is lost, and run again, the search proposes
+    # the same trials as the uninterrupted one, 10 and 11 included, and ends with the same best
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
-        sr.search(_toy_objective(cut_calls, interrupt_at=11), start, space, n, tmp_path / "c.db", "c", seed=3)
+        run(_toy_objective(cut_calls, interrupt_at=11), "c")
     assert cut_calls == calls[:11]
-    resumed_best, resumed = sr.search(_toy_objective(cut_calls), start, space, n, tmp_path / "c.db", "c", seed=3)
-    assert cut_calls == calls and resumed_best == best
-    assert resumed["trial"].tolist() == [*range(11), *range(12, n + 1)]   # number 11 was the interrupted one
+    resumed_best, resumed = run(_toy_objective(cut_calls), "c")
+    assert cut_calls == [*calls[:11], *calls[10:]] and resumed_best == best   # trial 10 ran twice
+    assert resumed["trial"].tolist() == [*range(10), *range(12, n + 2)]   # numbers 10 and 11 were the lost batch
     pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
-    # Ctrl-C during the first start point: it is run again after the second, then the same trials follow
+    # Ctrl-C during the first start point: the batch's two start points are queued again after the other four,
+    # then the same random start-up trials follow (TPE's later proposals read the trials in their new order, so
+    # they may differ: only a lost start point reorders the history)
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
-        sr.search(_toy_objective(cut_calls, interrupt_at=0), start, space, n, tmp_path / "d.db", "d", seed=3)
-    resumed_best, resumed = sr.search(_toy_objective(cut_calls), start, space, n, tmp_path / "d.db", "d", seed=3)
-    assert cut_calls == [calls[1], calls[0], *calls[2:]] and resumed_best == best
-    pd.testing.assert_frame_equal(resumed.drop(columns="trial").iloc[[1, 0, *range(2, n)]].reset_index(drop=True),
-                                  trials.drop(columns="trial"))
+        run(_toy_objective(cut_calls, interrupt_at=0), "d")
+    _, resumed = run(_toy_objective(cut_calls), "d")
+    order = [2, 3, 4, 5, 0, 1, 6, 7, 8, 9]
+    assert cut_calls[:10] == [calls[k] for k in order] and len(cut_calls) == n
+    assert resumed["trial"].tolist() == list(range(2, n + 2))
+    pd.testing.assert_frame_equal(resumed.drop(columns="trial").head(10),
+                                  trials.drop(columns="trial").iloc[order].reset_index(drop=True))
 
 
 def test_overhead_latency_is_fitted_on_the_fast_waits_only():
