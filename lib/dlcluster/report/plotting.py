@@ -67,8 +67,9 @@ def plot_cdf(ax, values, label: str | None = None, min_n: int = FEW, **kwargs):
         return None
     few = len(x) < min_n
     text = f"{label} (n={len(x):,}{', few' if few else ''})" if label else None
-    if few:
-        kwargs = {**kwargs, "alpha": min(kwargs.get("alpha", 1.0), 0.45), "linestyle": ":"}
+    if few:   # dotted whatever style the caller gave (by either of matplotlib's names for it)
+        kwargs = {**{k: v for k, v in kwargs.items() if k not in ("ls", "linestyle")},
+                  "alpha": min(kwargs.get("alpha", 1.0), 0.45), "linestyle": ":"}
     return ax.step(x, y, where="post", label=text, **kwargs)
 
 
