@@ -16,11 +16,9 @@ REPO_NOTEBOOKS = ["00-trace-overview", "01-locality-queueing", "02-utilization-c
 #: Figures another branch is fixing (the issue that fixes them); each problem listed here is allowed until then.
 BEING_FIXED = {
     ("01-locality-queueing", "fig3_queueing_cdf_per_vc"): "issue 27 (branch official): Figure 3 section",
-    ("01-locality-queueing", "fig4_delay_vs_servers"): "issue 27 (branch official): Figure 4 section",
     ("02-utilization-colocation", "fig5_gpu_util_cdf"): "issue 27 (branch official): Figure 5 section",
     ("02-utilization-colocation", "fig6_dedicated_8_vs_16"): "issue 27 (branch official): notebook 02, the legend "
                                                              "covers the host CPU and memory curves",
-    ("05-simulator-validation", "demand_vs_occupancy"): "issue 29 (branch replay): notebook 05",
 }
 
 

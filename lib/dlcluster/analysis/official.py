@@ -192,12 +192,15 @@ def plot_ours(ax, values, weights=None, label: str = "ours", **style):
     ax.step(values[order], cdf, where="post", label=label, **style)
 
 
-def minutes_axis(ax) -> None:
-    """The official figures' time axis: log minutes, 0.1 to 10^4 (6 s to a week)."""
+def minutes_axis(ax, label: str | None = None) -> None:
+    """The official figures' time axis: log minutes, 0.1 to 10^4 (6 s to a week); ``label`` names it
+    ('<label> (log scale)')."""
     ax.set_xscale("log")
     ax.set_xlim(0.1, 1e4)
     ax.set_xticks([0.1, 1, 10, 60, 1440, 1e4], ["0.1m", "1m", "10m", "1h", "1d", "6.9d"])
     ax.set_ylim(0, 100)
+    if label is not None:
+        ax.set_xlabel(f"{label} (log scale)")
 
 
 # --------------------------------------------------------------------------- Figure 4

@@ -10,15 +10,16 @@ from .calibrate import DELAY_BUCKETS, in_span, ks_distance, latency_cdf, latency
 
 
 def plot_demand(table: pd.DataFrame, ax) -> None:
-    """Daily offered GPU demand of each job set (share of capacity) beside the real share of busy servers."""
+    """Daily offered GPU demand of each job set (share of capacity) beside the real share of busy servers; the
+    legend is the caller's, once the layout is final (:func:`~dlcluster.report.plotting.place_legend`)."""
     ax.plot(table.index, 100 * table["real_busy_server_share"], color="black", lw=2,
             label="real: servers with a job (node_sequence)")
     for column in table.columns.drop("real_busy_server_share"):
         ax.plot(table.index, 100 * table[column], lw=1.3,
                 label=f"{column.removesuffix('_gpu_share')}: GPUs asked for, no queueing (% of capacity)")
+    ax.set_xlabel("day (UTC)")
     ax.set_ylabel("% of servers / % of GPUs")
     ax.set_ylim(0, 105)
-    ax.legend(fontsize=8, loc="lower left")
 
 
 def plot_busy_servers(table: pd.DataFrame, spans: dict, servers_in_service: int, ax) -> None:
@@ -36,6 +37,7 @@ def plot_busy_servers(table: pd.DataFrame, spans: dict, servers_in_service: int,
     for name, (begin, end) in spans.items():
         ax.axvspan(begin, end, color=colors.get(name, "0.8"), alpha=0.08, label=f"{name.replace('_', '-')} span")
     ax.set_xlim(min(b for b, _ in spans.values()), max(e for _, e in spans.values()))
+    ax.set_xlabel("time (UTC, hourly means)")
     ax.set_ylabel("servers")
     ax.set_ylim(0, max(float(table[["real", "simulated", "total"]].max().max()), servers_in_service) * 1.05)
     ax.legend(fontsize=7, loc="lower left", ncol=2)
@@ -75,17 +77,18 @@ def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.
         plot_cdf(ax, np.maximum(part["real_s"].to_numpy(float), floor_s), label="real (DRE records)", color="black")
         plot_cdf(ax, np.maximum(part["simulated_s"].to_numpy(float), floor_s), label="SIMULATED replay",
                  color="tab:red")
-        seconds_axis(ax)
+        seconds_axis(ax, label="queueing delay")
         ax.set_title(f"VC {vc}: {len(part)} jobs, KS {ks_distance(part['real_s'], part['simulated_s']):.2f}",
                      fontsize=9)
-        ax.set_xlabel("queueing delay (s)")
+        if ax.get_subplotspec() is None or ax.get_subplotspec().is_first_col():   # each row of the grid
+            ax.set_ylabel("CDF of jobs")
     np.ravel(axes)[0].legend(fontsize=8)
-    np.ravel(axes)[0].set_ylabel("CDF")
 
 
 def plot_latency_fit(real_waits: pd.DataFrame, spans: dict, mixture: tuple, axes, floor_s: float = 1.0) -> None:
     """Per size bucket: real first-attempt waits in the fit and held-out spans
-    beside the latency model fitted on the fit span."""
+    beside the latency model fitted on the fit span; the legend is the caller's, once the layout is final
+    (:func:`~dlcluster.report.plotting.place_legend` on the first panel)."""
     seconds = np.logspace(0, 6.5, 400)
     for ax, bucket in zip(np.ravel(axes), DELAY_BUCKETS, strict=True):
         for name, style in (("fit", {"color": "black"}), ("held_out", {"color": "0.55", "ls": "--"})):
@@ -96,8 +99,6 @@ def plot_latency_fit(real_waits: pd.DataFrame, spans: dict, mixture: tuple, axes
         ax.plot(seconds, latency_cdf(row, seconds), color="tab:red", lw=1.5,
                 label=f"latency model ({row[0]} row, fitted on the fit span)")
         ax.axhline(0.5, color="0.8", lw=0.8)
-        seconds_axis(ax)
+        seconds_axis(ax, label="first-attempt wait")
         ax.set_title(f"{bucket} GPUs", fontsize=9)
-        ax.set_xlabel("first-attempt wait (s)")
-    np.ravel(axes)[0].legend(fontsize=7, loc="upper left")
-    np.ravel(axes)[0].set_ylabel("CDF")
+    np.ravel(axes)[0].set_ylabel("CDF of jobs")
