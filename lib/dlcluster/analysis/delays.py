@@ -19,8 +19,8 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
 
-from ..report.plotting import SIZE_COLORS, plot_cdf, seconds_axis
-from ..trace.schema import SIZE_BUCKETS, size_bucket
+from ..report.plotting import SIZE_COLORS, seconds_axis
+from ..trace.schema import size_bucket
 
 
 
@@ -283,21 +283,6 @@ def servers_trend(locality: pd.DataFrame, bucket: str, alpha: float = 0.05) -> T
 
 
 SPARSE_TIME_TICKS = ([1, 60, 3600, 86400, 604800], ["1s", "1m", "1h", "1d", "1w"])
-
-
-def plot_delay_cdfs(waits: pd.DataFrame, vcs: list[str], axes, floor_s: float = 1.0) -> None:
-    """Figure 3: one panel per VC, one CDF per size bucket (delays below ``floor_s`` drawn at it)."""
-    for ax, vc in zip(np.ravel(axes)[:len(vcs)], vcs, strict=True):  # spare panels of the grid: the caller's
-        in_vc = waits[waits["vc"] == vc]
-        for bucket in SIZE_BUCKETS:
-            delays = in_vc.loc[in_vc["bucket"] == bucket, "delay_s"].to_numpy(float)
-            plot_cdf(ax, np.maximum(delays, floor_s), label=f"{bucket} GPU", color=SIZE_COLORS[bucket])
-        seconds_axis(ax)
-        ax.set_xticks(*SPARSE_TIME_TICKS)  # narrow panels: 10 h and 1 d would overlap
-        ax.set_title(f"VC {vc}", fontsize=10)
-        ax.set_xlabel("queueing delay")
-        ax.legend(fontsize=7, loc="lower right")
-    np.ravel(axes)[0].set_ylabel("CDF of waits")
 
 
 def plot_servers_trend(locality: pd.DataFrame, trend: Trend, ax, seed: int = 0) -> None:
