@@ -9,17 +9,23 @@ from ..report.plotting import plot_cdf, seconds_axis
 from .calibrate import DELAY_BUCKETS, in_span, ks_distance, latency_cdf, latency_row
 
 
-def plot_demand(table: pd.DataFrame, ax) -> None:
-    """Daily offered GPU demand of each job set (share of capacity) beside the real share of busy servers; the
-    legend is the caller's, once the layout is final (:func:`~dlcluster.report.plotting.place_legend`)."""
-    ax.plot(table.index, 100 * table["real_busy_server_share"], color="black", lw=2,
-            label="real: servers with a job (node_sequence)")
+def plot_demand(table: pd.DataFrame, axes) -> None:
+    """Two panels over the same days, one quantity each: the real share of servers with a job (a day the record
+    counts no active server is a monitoring gap, drawn as a gap) and each job set's daily offered GPU demand (share
+    of the GPUs); the legends are the caller's, once the layout is final
+    (:func:`~dlcluster.report.plotting.place_legend`)."""
+    servers_ax, gpus_ax = axes
+    real = table["real_busy_server_share"]
+    servers_ax.plot(table.index, 100 * real.where(real > 0), color="black", lw=2,
+                    label="real: servers with a job (node_sequence; monitoring gaps blank)")
+    servers_ax.set_ylabel("% of servers")
     for column in table.columns.drop("real_busy_server_share"):
-        ax.plot(table.index, 100 * table[column], lw=1.3,
-                label=f"{column.removesuffix('_gpu_share')}: GPUs asked for, no queueing (% of capacity)")
-    ax.set_xlabel("day (UTC)")
-    ax.set_ylabel("% of servers / % of GPUs")
-    ax.set_ylim(0, 105)
+        gpus_ax.plot(table.index, 100 * table[column], lw=1.3,
+                     label=f"{column.removesuffix('_gpu_share')}: GPUs asked for, no queueing")
+    gpus_ax.set_ylabel("% of GPUs")
+    gpus_ax.set_xlabel("day (UTC)")
+    for ax in axes:
+        ax.set_ylim(0, 105)
 
 
 def plot_busy_servers(table: pd.DataFrame, spans: dict, servers_in_service: int, ax) -> None:
