@@ -275,3 +275,30 @@ def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neig
     m = classify(text)
     assert (m.reason, m.fallback_neighbour) == (hybrid_reason, neighbour)
     assert (m.rule_id == FALLBACK_RULE_ID) == (hybrid_reason != NO_SIGNATURE)
+
+
+def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monkeypatch):
+    """Notebook 04 and the tests cross-validate the same fits: a second run trains nothing and gives the same
+    table; another training set is another fit."""
+    from dlcluster.analysis import classify as cl
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    messages = cl.measured_messages()
+    messages = messages[messages["split"].isin(["heldout5", "heldout6"])]
+    grid = {"C": [10.0], "with_corpus": [False], "threshold": [0.3]}
+    trained = []
+    real_train = cl.train_fallback
+
+    def counted(*args, **kwargs):
+        trained.append(1)
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(cl, "train_fallback", counted)
+    first = cl.cross_validate_fallback(messages, grid=grid)
+    assert len(trained) == 2 and len(list((tmp_path / "fallback-cv").glob("*.json"))) == 2   # one fit per split
+    again = cl.cross_validate_fallback(messages, grid=grid)
+    assert len(trained) == 2
+    pd.testing.assert_frame_equal(again, first)
+    cl.cross_validate_fallback(messages.iloc[1:], grid=grid)   # one message fewer: both fits are new
+    assert len(trained) == 4

@@ -27,16 +27,18 @@ another, more specific reason, that guess replaces the rule's answer and names t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, LearnedFallback
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, Guess, LearnedFallback
 from dlcluster.paths import data_dir
 
 NO_SIGNATURE = "no_signature"
@@ -452,8 +454,7 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     rows = []
     for C, with_corpus, split in tqdm(fits, desc="fallback cross-validation", unit="fit", disable=not progress):
         held = messages[messages["split"] == split]
-        model = train_fallback(messages[messages["split"] != split], FallbackSettings(C, 0.0, with_corpus))
-        guesses = model.guess_many(list(held["text"]))
+        guesses = _out_of_fold_guesses(messages[messages["split"] != split], held, C, with_corpus)
         rule_reasons, truth = by_rules[held.index], held["reason"]
         silent, refinable = rule_reasons == NO_SIGNATURE, generic[held.index]
         model_right = int(sum(g.best == t for g, t in zip(guesses, truth, strict=True)))
@@ -471,6 +472,31 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
                              "fallback_correct": int((right & decided).sum()), "refined": int(refined.sum()),
                              "refined_correct": int((right & refined).sum()), "model_correct": model_right})
     return pd.DataFrame(rows)
+
+
+def _out_of_fold_guesses(training: pd.DataFrame, held: pd.DataFrame, C: float, with_corpus: bool) -> list[Guess]:
+    """The guesses for ``held`` of a fallback trained on ``training`` with ``C`` and ``with_corpus``, kept in the
+    cache folder (:func:`dlcluster.paths.cache_dir`) under a key over the texts, labels, settings, the corpus, the
+    code and the installed environment: notebook 04 and the tests cross-validate the same fits, seconds each."""
+    from ..atomic import atomic_write_text
+    from ..codeversion import code_version, environment_version
+    from ..paths import cache_dir
+
+    digest = hashlib.sha256(json.dumps([list(training["text"]), list(training["reason"]), list(training["id"]),
+                                        list(held["text"]), float(C), bool(with_corpus)]).encode())
+    digest.update(code_version(["dlcluster.analysis.classify", "dlcluster.analysis.fallback"]).encode())
+    digest.update(environment_version().encode())
+    if with_corpus:
+        for file in sorted((data_dir() / "failure_logs").rglob("*")):
+            if file.is_file():
+                digest.update(file.name.encode() + hashlib.sha256(file.read_bytes()).digest())
+    path = cache_dir() / "fallback-cv" / f"{digest.hexdigest()[:24]}.json"
+    if path.exists():
+        return [Guess(**g) for g in json.loads(path.read_text())]
+    guesses = train_fallback(training, FallbackSettings(C, 0.0, with_corpus)).guess_many(list(held["text"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps([asdict(g) for g in guesses]))
+    return guesses
 
 
 # How many more messages, summed over the splits, a challenger must get right than the incumbent settings to
