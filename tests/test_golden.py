@@ -208,8 +208,9 @@ def test_scorecard_json_and_the_golden_verdicts(tmp_path):
     # what `make golden` keeps and `make check-results` compares: the verdict of every published value
     assert g.collect(reports)[g.SCORECARD_SECTION] == expected
     moved = _check(reports, g.golden_dir() / "default.yaml", g.load_tolerances())
-    assert moved[moved != "ok"].to_dict() == {(g.SCORECARD_SECTION, key): "moved", ("04-failures-rtf", figure): "moved",
-                                              ("06-design-implications", "sweep.wall_s"): "skipped"}
+    assert moved[moved == "moved"].to_dict() == {(g.SCORECARD_SECTION, key): "moved",
+                                                 ("04-failures-rtf", figure): "moved"}
+    assert set(moved) == {"ok", "moved", "skipped"}   # skipped: the figures tolerances.yaml skips (wall times, texts)
 
 
 def test_a_skipped_figure_is_written_as_null_and_never_fails(reports, tmp_path):
