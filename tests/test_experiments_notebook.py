@@ -96,19 +96,22 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
             assert np.isnan(r[f"validation.heldout.{key}"]), key
             continue
         assert r[f"validation.heldout.{key}"] == pytest.approx(fifth["results"][in_05], rel=1e-9), key
-    # small grid, 2 seeds: locality 14 (strict, any, relax 60 s, 180 s and the calibrated timeout, long jobs strict
-    # or migrated), interference 30 (5 arms under 3 assumed interference scenarios), failures 8, early stop 4,
-    # policies 3 x 2 loads x 2 = 12
-    assert r["sweep.cells"] == 68
+    # small grid, 2 seeds: locality 2 x 7 (strict, any, relax 60 s, 180 s and the calibrated timeout, long jobs
+    # strict or migrated; the calibrated timeout is not run twice when it is 60 or 180 s), interference 30 (5 arms
+    # under 3 assumed interference scenarios), failures 8, early stop 4, policies 3 x 2 loads x 2 = 12
+    locality = 2 * (6 + (cal.params.relax_after_s not in (60.0, 180.0)))
+    assert r["sweep.cells"] == locality + 30 + 8 + 4 + 12
     assert all(k.startswith(("failures.real.", "early_stop.real.", "locality.real.")) for k in r
                if k.startswith(("failures.", "early_stop.", "locality.")))
-    # experiment 1: holding jobs to locality makes them wait; no locality waits least, strict locality most, and a
-    # longer relax timeout waits longer (5-8-GPU jobs and all jobs alike)
+    # experiment 1: holding jobs to locality makes them wait: strict locality waits the longest (at these parameters
+    # x35 the others for 5-8-GPU jobs, x2 for all jobs), and a longer relax timeout waits longer. No locality is not
+    # always the shortest: on the calibrated cluster (360 servers in service, nearly full) its 5-8-GPU jobs waited
+    # 21,128 s against 19,540 s relaxed after a minute, at these parameters
     loc = "locality.real.{}.{}.queue_mean_s"
     for bucket in ("5-8", "all"):
         waits = [r[loc.format(arm, bucket)] for arm in ("no locality (any GPUs)", "relax after 1 min",
                                                         "relax after 3 min", "strict locality")]
-        assert waits == sorted(waits) and waits[0] < waits[-1], (bucket, waits)
+        assert waits[1] <= waits[2] and 1.5 * max(waits[:3]) < waits[3], (bucket, waits)
         # the long-jobs arms run at the calibrated relax timeout (notebook 05's): holding long jobs strict waits longer
         [strict_long] = [k for k in r if k.startswith("locality.real.")
                          and k.endswith(f"long jobs strict.{bucket}.queue_mean_s")]
@@ -132,18 +135,17 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert r["early_stop.real.tol_0.01.quality_lost"] == pytest.approx(points["quality_lost"].mean(),
                                                                       abs=4 * standard_error)
     assert r["early_stop.real.tol_0.01.gpu_hours_saved"] == pytest.approx(points["time_after"].mean(), abs=0.03)
-    # experiment 5 at the scaled load (a sensitivity), from the sweep table by hand: on these 1-day windows no job
-    # waits for GPUs, at the real load or at x1.25, so every policy gives the same JCTs and the sentence says so
+    # experiment 5 at the scaled load (a sensitivity), from the sweep table by hand: the calibrated cluster queues
+    # at x1.25, and the sentence names the policy with the lowest mean JCT over the seeds
     policies = sweep[(sweep["experiment"] == "policy") & (sweep["bucket"] == "all")
                      & (sweep["population"] == "all jobs")]
     scaled = policies[policies["load"] == 1.25]
     assert sorted(scaled["policy"]) == ["fifo", "fifo", "las", "las", "philly", "philly"]   # 2 seeds each
     jct = scaled.groupby("policy")["jct_mean_s"].mean()
-    assert jct.max() <= 1.005 * jct.min() and (policies["waited_share"] == 0).all()
-    assert r["sensitivity.policies"] == (
-        f"Across scheduling policies, at load x1.25 (scaled) every non-oracle policy had the same mean JCT within 0.5% "
-        f"({jct.min() / 3600:.1f} h): only 0.0% of the jobs ever waited for GPUs, so the queue order had almost "
-        "nothing to act on.")
+    names = {"fifo": "FIFO", "las": "Tiresias 2D-LAS", "philly": "Philly"}
+    assert (scaled["waited_share"] > 0).any() and jct.max() > 1.005 * jct.min()
+    assert (f"at load x1.25 (scaled) the lowest mean JCT of the non-oracle policies was {names[jct.idxmin()]}'s"
+            in r["sensitivity.policies"]), r["sensitivity.policies"]
 
 
 @pytest.mark.notebook
@@ -172,7 +174,14 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
         r"Assuming interference '([^']+)': At [^,]+, jobs ran at a mean speed of ([\d.]+) on dedicated servers vs "
         r"([\d.]+) packed and ([\d.]+) spread", text)}
     assert set(speeds) == {"none", "paper", "twice the paper"}, text
-    dedicated_gain = {s: dedicated - packed for s, (dedicated, packed, _) in speeds.items()}
+    r = doc["results"]
+    for scenario, (dedicated, packed, spread) in speeds.items():   # the sentence rounds the figures to 2 decimals
+        prefix = f"interference.real.{scenario}."
+        arms = ("dedicated servers", "pack (best fit)", "spread (Philly)")
+        assert (dedicated, packed, spread) == pytest.approx(tuple(r[f"{prefix}{arm}.speed_mean"] for arm in arms),
+                                                            abs=0.005)
+    dedicated_gain = {s: r[f"interference.real.{s}.dedicated servers.speed_mean"]
+                      - r[f"interference.real.{s}.pack (best fit).speed_mean"] for s in speeds}
     # (with none assumed, dedicated servers gain under a point: what packing loses when it must spread a job over
     # servers of the nearly full cluster)
     assert dedicated_gain["none"] < 0.01 < dedicated_gain["paper"] < dedicated_gain["twice the paper"]

@@ -286,23 +286,23 @@ SPARSE_TIME_TICKS = ([1, 60, 3600, 86400, 604800], ["1s", "1m", "1h", "1d", "1w"
 
 
 def plot_servers_trend(locality: pd.DataFrame, trend: Trend, ax, seed: int = 0) -> None:
-    """Figure 4 panel: each job's delay by server count, medians, and the fitted trend.
-
-    The trend line is the OLS fit for the bucket's most common job size (the
-    fit gives every size its own intercept and one shared slope).
+    """Figure 4 panel: each job's delay by server count, and, for the bucket's most common job size, the medians
+    per server count and the fitted trend (the fit gives every size its own intercept and one shared slope), so that
+    the medians and the line describe the same jobs.
     """
     df = locality[locality["bucket"] == trend.bucket]
     rng = np.random.default_rng(seed)
     delays = np.maximum(df["queueing_delay_s"].to_numpy(float), 1.0)
     ax.scatter(df["num_servers"] + rng.uniform(-0.18, 0.18, len(df)), delays, s=5, alpha=0.25,
-               color="0.45", lw=0, label="one job")
-    med = df.groupby("num_servers")["queueing_delay_s"].median()
-    ax.plot(med.index, np.maximum(med.to_numpy(float), 1.0), "o", color=SIZE_COLORS[trend.bucket], ms=6,
-            label="median per server count")
+               color="0.45", lw=0, label=f"one job ({trend.bucket} GPUs)")
     common_size = int(df["num_gpus"].mode().iloc[0])
+    of_size = df[df["num_gpus"] == common_size]
+    med = of_size.groupby("num_servers")["queueing_delay_s"].median()
+    ax.plot(med.index, np.maximum(med.to_numpy(float), 1.0), "o", color=SIZE_COLORS[trend.bucket], ms=6,
+            label=f"median per server count ({common_size}-GPU jobs)")
     params = trend.model.params
     intercept = params["const"] + params.get(f"gpus_{common_size}", 0.0)
-    servers_of_size = df.loc[df["num_gpus"] == common_size, "num_servers"]
+    servers_of_size = of_size["num_servers"]
     xs = np.linspace(servers_of_size.min(), servers_of_size.max(), 50)
     fit = 10 ** (intercept + trend.slope * xs) - 1
     ax.plot(xs, np.maximum(fit, 1.0), color="black", lw=2,
