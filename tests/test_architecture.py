@@ -16,7 +16,7 @@ LIB = Path(__file__).resolve().parents[1] / "lib"
 PACKAGE = LIB / "dlcluster"
 
 #: Each stage and the stages it may import
-#: (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``, ``ordering``).
+#: (besides the shared top-level helpers ``paths``, ``atomic``, ``codeversion``, ``ordering``, ``parallel``).
 ALLOWED = {
     "report": set(),
     "trace": set(),
@@ -26,7 +26,7 @@ ALLOWED = {
     "validation": {"trace", "sources", "sim", "analysis", "report"},
     "experiments": {"trace", "sources", "analysis", "sim", "validation", "report"},
 }
-SHARED = {"paths", "atomic", "codeversion", "ordering", "__init__"}
+SHARED = {"paths", "atomic", "codeversion", "ordering", "parallel", "__init__"}
 ENTRY_POINTS = {"cli", "__main__"}   # may import every stage
 
 

@@ -284,17 +284,18 @@ def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monke
     from dlcluster.paths import CACHE_DIR_ENV
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("DLCLUSTER_WORKERS", "1")   # the fits in this process, where they can be counted
     messages = cl.measured_messages()
     messages = messages[messages["split"].isin(["heldout5", "heldout6"])]
     grid = {"C": [10.0], "with_corpus": [False], "threshold": [0.3]}
     trained = []
-    real_train = cl.train_fallback
+    real_model = cl.LearnedFallback
 
     def counted(*args, **kwargs):
         trained.append(1)
-        return real_train(*args, **kwargs)
+        return real_model(*args, **kwargs)
 
-    monkeypatch.setattr(cl, "train_fallback", counted)
+    monkeypatch.setattr(cl, "LearnedFallback", counted)
     first = cl.cross_validate_fallback(messages, grid=grid)
     assert len(trained) == 2 and len(list((tmp_path / "fallback-cv").glob("*.json"))) == 2   # one fit per split
     again = cl.cross_validate_fallback(messages, grid=grid)
@@ -302,3 +303,49 @@ def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monke
     pd.testing.assert_frame_equal(again, first)
     cl.cross_validate_fallback(messages.iloc[1:], grid=grid)   # one message fewer: both fits are new
     assert len(trained) == 4
+
+
+def test_the_cross_validation_is_the_same_on_one_core_or_two_and_with_shared_features(tmp_path, monkeypatch):
+    """The folds run side by side and the settings that differ only in C share one TF-IDF fit: neither changes a
+    guess. Two Cs on two folds, fitted in two processes, against each fallback trained on its own, here."""
+    from dlcluster.analysis import classify as cl
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    messages = cl.measured_messages()
+    messages = messages[messages["split"].isin(["heldout5", "heldout6"])]
+    grid = {"C": [1.0, 30.0], "with_corpus": [False], "threshold": [0.0, 0.5], "refine": [0.7]}
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "two"))
+    monkeypatch.setenv("DLCLUSTER_WORKERS", "2")
+    table = cl.cross_validate_fallback(messages, grid=grid)
+    assert len(table) == 2 * 2 * 2
+    for split in ("heldout5", "heldout6"):
+        held, training = messages[messages["split"] == split], messages[messages["split"] != split]
+        cached = cl._out_of_fold_guesses(training, held, grid["C"], False)   # read back: the workers' fits
+        for C in grid["C"]:
+            alone = cl.train_fallback(training, FallbackSettings(C, 0.0, False)).guess_many(list(held["text"]))
+            assert [(g.best, g.neighbour) for g in cached[C]] == [(g.best, g.neighbour) for g in alone]
+            assert [g.confidence for g in cached[C]] == pytest.approx([g.confidence for g in alone], abs=1e-9)
+            rows = table[(table["C"] == C) & (table["split"] == split)]
+            assert (rows["model_correct"] == sum(g.best == t for g, t in zip(alone, held["reason"], strict=True))).all()
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "one"))
+    monkeypatch.setenv("DLCLUSTER_WORKERS", "1")
+    pd.testing.assert_frame_equal(cl.cross_validate_fallback(messages, grid=grid), table)
+
+
+def test_out_of_fold_reasons_are_what_classify_many_answers(tmp_path, monkeypatch):
+    """Notebook 04's second-annotator comparison reads the cross-validation's fits instead of training again: the
+    reasons are those of rules + a fallback trained on the other splits, as :func:`classify_many` gives them
+    with the default settings."""
+    from dlcluster.analysis import classify as cl
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    messages = cl.measured_messages()
+    messages = messages[messages["split"].isin(["heldout5", "heldout6", "heldout7"])]
+    for split in ("heldout6", "heldout7"):
+        part = messages[messages["split"] == split]
+        answers = classify_many(list(part["text"]), fallback=train_fallback(messages[messages["split"] != split]))
+        reasons = cl.out_of_fold_reasons(messages, split)
+        assert list(reasons.index) == list(part["id"])
+        assert list(reasons) == [m.reason for m in answers]
+    assert any(m.rule_id == FALLBACK_RULE_ID for m in answers)   # the fallback decided some: not the rules alone

@@ -30,6 +30,24 @@ def test_committed_without_outputs_and_with_parameters(nb):
     assert REQUIRED_PARAMETERS <= set(pm.inspect_notebook(str(nb)))
 
 
+def test_the_calibrated_replay_has_one_default_calibration():
+    """Notebooks 01 and 05, notebook 06's full grid and ``dlcluster simulate`` share one cached calibration only if
+    their default calibration parameters agree: a notebook default that drifts would calibrate a second time."""
+    import papermill as pm
+
+    from dlcluster.experiments.common import CalibratedReplay
+    from dlcluster.validation.calibration import DEFAULT_TRIALS
+
+    replay = CalibratedReplay()
+    for stem in ("01-locality-queueing", "05-simulator-validation"):
+        found = pm.inspect_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"))
+        defaults = {name: p["default"] for name, p in found.items()}
+        assert int(defaults["calibration_trials"]) == DEFAULT_TRIALS == replay.calibration_trials, stem
+        assert float(defaults["fit_days"]) == replay.fit_days, stem
+        assert defaults["replay_days"] == defaults["warmup_days"] == "None", stem
+    assert replay.replay_days is None and replay.warmup_days is None
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_under_ci_params(nb, ci_notebook):

@@ -38,7 +38,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, Guess, LearnedFallback
+from dlcluster.analysis.fallback import FALLBACK_RULE_ID, FallbackSettings, Guess, LearnedFallback, fit_features
+from dlcluster.parallel import map_in_processes
 from dlcluster.paths import data_dir
 
 NO_SIGNATURE = "no_signature"
@@ -216,15 +217,21 @@ def train_fallback(messages: pd.DataFrame, settings: FallbackSettings = Fallback
                    corpus_dir: str | Path | None = None) -> LearnedFallback:
     """A fallback trained on labelled ``messages`` (``no_signature`` labels left out: nothing to learn from
     them), plus the corpus logs of ``corpus_dir`` (default ``data/failure_logs``) if ``settings.with_corpus``."""
+    return LearnedFallback(*_training_set(messages, settings.with_corpus, corpus_dir), settings)
+
+
+def _training_set(messages: pd.DataFrame, with_corpus: bool,
+                  corpus_dir: str | Path | None = None) -> tuple[list[str], list[str], list[str]]:
+    """The texts, reasons and ids a fallback learns from (:func:`train_fallback`)."""
     labelled = messages[messages["reason"] != NO_SIGNATURE]
     texts, reasons, ids = list(labelled["text"]), list(labelled["reason"]), list(labelled["id"])
-    if settings.with_corpus:
+    if with_corpus:
         index, logs = _corpus_logs(corpus_dir)
         known = (index["true_reason"] != NO_SIGNATURE).to_numpy()
         texts += [text for text, keep in zip(logs, known, strict=True) if keep]
         reasons += list(index.loc[known, "true_reason"])
         ids += list(index.loc[known, "log_file"])
-    return LearnedFallback(texts, reasons, ids, settings)
+    return texts, reasons, ids
 
 
 def _corpus_logs(corpus_dir: str | Path | None = None) -> tuple[pd.DataFrame, list[str]]:
@@ -429,7 +436,7 @@ SETTING_KEYS = ["C", "with_corpus", "threshold", "refine"]
 
 
 def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet | None = None,
-                            grid: dict | None = None, progress: bool = False) -> pd.DataFrame:
+                            grid: dict | None = None) -> pd.DataFrame:
     """Leave-one-split-out accuracy of rules + fallback for every setting of ``grid`` (default FALLBACK_GRID;
     a grid without ``refine`` never refines).
 
@@ -439,10 +446,9 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     fired), fallback_correct, refined (generic rules' answers replaced), refined_correct, and model_correct
     (the model's best reason for every message of S, rules ignored: how well it names the reasons of a set it
     never saw). The rules themselves were written from these splits, so rules_correct is
-    in-sample; only the fallback is out of fold.
+    in-sample; only the fallback is out of fold. The folds are fitted side by side on up to two cores
+    (:mod:`dlcluster.parallel`; the table does not depend on it).
     """
-    from tqdm.auto import tqdm
-
     messages = measured_messages() if messages is None else messages
     rules = rules or load_rules()
     grid = grid or FALLBACK_GRID
@@ -450,11 +456,18 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     by_rules = pd.Series([m.reason for m in ruled], index=messages.index)
     generic = pd.Series([m.rule_id in rules.generic_rules for m in ruled], index=messages.index)
     splits = sorted(messages["split"].unique(), key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s))
-    fits = [(C, with_corpus, split) for C in grid["C"] for with_corpus in grid["with_corpus"] for split in splits]
+    folds = [(with_corpus, split) for with_corpus in grid["with_corpus"] for split in splits]
+
+    def fold_guesses(fold):
+        with_corpus, split = fold
+        return _out_of_fold_guesses(messages[messages["split"] != split], messages[messages["split"] == split],
+                                    grid["C"], with_corpus)
+
+    guesses_of = dict(zip(folds, map_in_processes(fold_guesses, folds), strict=True))
     rows = []
-    for C, with_corpus, split in tqdm(fits, desc="fallback cross-validation", unit="fit", disable=not progress):
+    for C, with_corpus, split in ((C, w, s) for C in grid["C"] for w in grid["with_corpus"] for s in splits):
         held = messages[messages["split"] == split]
-        guesses = _out_of_fold_guesses(messages[messages["split"] != split], held, C, with_corpus)
+        guesses = guesses_of[(with_corpus, split)][C]
         rule_reasons, truth = by_rules[held.index], held["reason"]
         silent, refinable = rule_reasons == NO_SIGNATURE, generic[held.index]
         model_right = int(sum(g.best == t for g, t in zip(guesses, truth, strict=True)))
@@ -474,29 +487,52 @@ def cross_validate_fallback(messages: pd.DataFrame | None = None, rules: RuleSet
     return pd.DataFrame(rows)
 
 
-def _out_of_fold_guesses(training: pd.DataFrame, held: pd.DataFrame, C: float, with_corpus: bool) -> list[Guess]:
-    """The guesses for ``held`` of a fallback trained on ``training`` with ``C`` and ``with_corpus``, kept in the
-    cache folder (:func:`dlcluster.paths.cache_dir`) under a key over the texts, labels, settings, the corpus, the
-    code and the installed environment: notebook 04 and the tests cross-validate the same fits, seconds each."""
+def _out_of_fold_guesses(training: pd.DataFrame, held: pd.DataFrame, Cs, with_corpus: bool) -> dict:
+    """``{C: the guesses for held}`` of fallbacks trained on ``training`` with each of ``Cs`` and ``with_corpus``
+    (one TF-IDF fit shared by them). Each C's guesses are kept in the cache folder (:func:`dlcluster.paths.cache_dir`)
+    under a key over the texts, labels, settings, the corpus, the code and the installed environment: notebook 04
+    and the tests cross-validate the same fits, seconds each."""
     from ..atomic import atomic_write_text
     from ..codeversion import code_version, environment_version
     from ..paths import cache_dir
 
-    digest = hashlib.sha256(json.dumps([list(training["text"]), list(training["reason"]), list(training["id"]),
-                                        list(held["text"]), float(C), bool(with_corpus)]).encode())
-    digest.update(code_version(["dlcluster.analysis.classify", "dlcluster.analysis.fallback"]).encode())
-    digest.update(environment_version().encode())
+    inputs = hashlib.sha256(json.dumps([list(training["text"]), list(training["reason"]), list(training["id"]),
+                                        list(held["text"]), bool(with_corpus)]).encode())
+    inputs.update(code_version(["dlcluster.analysis.classify", "dlcluster.analysis.fallback"]).encode())
+    inputs.update(environment_version().encode())
     if with_corpus:
         for file in sorted((data_dir() / "failure_logs").rglob("*")):
             if file.is_file():
-                digest.update(file.name.encode() + hashlib.sha256(file.read_bytes()).digest())
-    path = cache_dir() / "fallback-cv" / f"{digest.hexdigest()[:24]}.json"
-    if path.exists():
-        return [Guess(**g) for g in json.loads(path.read_text())]
-    guesses = train_fallback(training, FallbackSettings(C, 0.0, with_corpus)).guess_many(list(held["text"]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps([asdict(g) for g in guesses]))
-    return guesses
+                inputs.update(file.name.encode() + hashlib.sha256(file.read_bytes()).digest())
+    paths = {}
+    for C in Cs:
+        digest = inputs.copy()
+        digest.update(repr(float(C)).encode())
+        paths[float(C)] = cache_dir() / "fallback-cv" / f"{digest.hexdigest()[:24]}.json"
+    missing = [C for C, path in paths.items() if not path.exists()]
+    if missing:
+        texts, reasons, ids = _training_set(training, with_corpus)
+        features = fit_features(texts)
+        for C in missing:
+            model = LearnedFallback(texts, reasons, ids, FallbackSettings(C, 0.0, with_corpus), features)
+            paths[C].parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(paths[C], json.dumps([asdict(g) for g in model.guess_many(list(held["text"]))]))
+    return {C: [Guess(**g) for g in json.loads(path.read_text())] for C, path in paths.items()}
+
+
+def out_of_fold_reasons(messages: pd.DataFrame, split: str, rules: RuleSet | None = None,
+                        settings: FallbackSettings = FallbackSettings()) -> pd.Series:
+    """The reason rules + fallback give each message of ``split`` (indexed by id), the fallback trained with
+    ``settings`` on the other splits of ``messages``: :func:`classify_many`'s answers, from the same fit as
+    :func:`cross_validate_fallback`'s (read from its cache when it made it)."""
+    rules = rules or load_rules()
+    held = messages[messages["split"] == split]
+    guesses = _out_of_fold_guesses(messages[messages["split"] != split], held, [settings.C],
+                                   settings.with_corpus)[float(settings.C)]
+    ruled = [rules.classify(text) for text in held["text"]]
+    return pd.Series([_combined_reason(m.reason, m.rule_id in rules.generic_rules, g, settings.threshold,
+                                       settings.refine) for m, g in zip(ruled, guesses, strict=True)],
+                     index=held["id"], dtype=object)
 
 
 # How many more messages, summed over the splits, a challenger must get right than the incumbent settings to
@@ -551,9 +587,12 @@ def fallback_keeps_corpus(messages: pd.DataFrame | None = None, rules: RuleSet |
     asked = [i for i, m in enumerate(ruled) if _asks_fallback(m, rules)]
     rules_right = all(m.reason == truth[i] for i, m in enumerate(ruled) if i not in asked)
     kept = {}
+    training = {w: _training_set(messages, w, corpus_dir) for w in grid["with_corpus"]}
+    features = {w: fit_features(training[w][0]) for w in grid["with_corpus"]}   # the same for every C
     for C in grid["C"]:
         for with_corpus in grid["with_corpus"]:
-            model = train_fallback(messages, FallbackSettings(C, 0.0, with_corpus), corpus_dir)
+            model = LearnedFallback(*training[with_corpus], FallbackSettings(C, 0.0, with_corpus),
+                                    features[with_corpus])
             guesses = model.guess_many([texts[i] for i in asked])
             for threshold in grid["threshold"]:
                 for refine in grid.get("refine", [math.inf]):

@@ -60,11 +60,19 @@ def _features() -> FeatureUnion:
     return FeatureUnion([("words", words), ("chars", chars)])
 
 
+def fit_features(texts: list[str]) -> tuple:
+    """The TF-IDF vectorizers fitted to ``texts`` and the texts' feature matrix."""
+    union = _features()
+    return union, union.fit_transform(texts)
+
+
 class LearnedFallback:
     """A logistic regression over word and character n-gram TF-IDF of labelled texts."""
 
     def __init__(self, texts: list[str], reasons: list[str], ids: list[str],
-                 settings: FallbackSettings = FallbackSettings()):
+                 settings: FallbackSettings = FallbackSettings(), features: tuple | None = None):
+        """``features``: :func:`fit_features` of these ``texts``, for fallbacks that differ only in their settings
+        (the TF-IDF does not depend on them: the cross-validation fits it once per training set)."""
         if not len(texts) == len(reasons) == len(ids):
             raise ValueError(f"texts, reasons and ids differ in length ({len(texts)}, {len(reasons)}, {len(ids)})")
         if len(set(reasons)) < 2:
@@ -73,8 +81,7 @@ class LearnedFallback:
         self.settings = settings
         self.reasons = np.asarray(reasons, dtype=object)
         self.ids = np.asarray(ids, dtype=object)
-        self._features = _features()
-        train = self._features.fit_transform(texts)
+        self._features, train = fit_features(texts) if features is None else features
         # one binary regression per reason (liblinear): as accurate out of fold as a multinomial one, 5x faster
         self._model = OneVsRestClassifier(LogisticRegression(C=settings.C, solver="liblinear", random_state=0)
                                           ).fit(train, self.reasons)

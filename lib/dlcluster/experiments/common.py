@@ -121,7 +121,7 @@ class CalibratedReplay:
     fit_days: float = 35
     replay_days: float | None = None
     warmup_days: float | None = None        # the calibration's warm-up (None: every RFold job)
-    calibration_trials: int = 60            # the calibration's search (dlcluster.validation.calibration)
+    calibration_trials: int = 24            # the calibration's search (dlcluster.validation.calibration.DEFAULT_TRIALS)
     window_days: float = 10.0
     window_warmup_days: float = 14.0
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for

@@ -140,15 +140,23 @@ class SimResult:
         })
         frame["rejection"] = pd.Series(sim.rejections, dtype=object).reindex(range(n)).to_numpy()
 
-        ts = pd.DataFrame(samples.rows, columns=["time_s", "allocated_gpus", "free_gpus", "idle_servers",
-                                                 "fragmented_free_gpus", "running_jobs", "waiting_jobs",
-                                                 *(f"pending_jobs_{b}" for b in PENDING_BUCKETS),
-                                                 *(f"pending_gpus_{b}" for b in PENDING_BUCKETS)])
-        vc_usage = pd.DataFrame(samples.vc_rows, columns=[f"vc_{v}" for v in sim.vc_names])
-        timeseries = pd.concat([ts, vc_usage], axis=1)
+        timeseries = _timeseries(samples, sim.vc_names)
         summary = _summary(sim, frame, attempts, wall_s, end_time)
         return cls(jobs=frame, attempts=attempts, timeseries=timeseries, summary=summary, topology=sim.topology,
                    epoch=w.epoch, attempt_gpus=attempt_gpus)
+
+
+def _timeseries(samples, vc_names) -> pd.DataFrame:
+    """The samples as columns: time_s (float) and counts (int64), each VC's GPUs in use as ``vc_<name>``.
+
+    Built from numpy arrays: pandas infers a list of ~10^5 tuples column by column, ten times slower."""
+    counts = ["allocated_gpus", "free_gpus", "idle_servers", "fragmented_free_gpus", "running_jobs", "waiting_jobs",
+              *(f"pending_jobs_{b}" for b in PENDING_BUCKETS), *(f"pending_gpus_{b}" for b in PENDING_BUCKETS)]
+    rows = np.asarray(samples.rows, dtype=float).reshape(-1, 1 + len(counts))   # counts < 2^53: exact as floats
+    vcs = np.asarray(samples.vc_rows, dtype=np.int64).reshape(-1, len(vc_names))
+    return pd.DataFrame({"time_s": rows[:, 0],
+                         **{name: rows[:, i + 1].astype(np.int64) for i, name in enumerate(counts)},
+                         **{f"vc_{v}": vcs[:, i] for i, v in enumerate(vc_names)}})
 
 
 def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end_time: float) -> dict:

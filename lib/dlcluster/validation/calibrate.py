@@ -47,7 +47,7 @@ from ..sim.workload import quotas_from_table
 from ..trace.schema import size_bucket
 from . import fig3
 from .ingredients import burst_users, planned_first_attempts
-from .parallel import map_in_processes
+from ..parallel import map_in_processes
 from .replay import Replay, compare_delays
 from .workload import ReplayWorkload
 
@@ -850,9 +850,9 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
 
     ``done``: ``{name: Replay}`` already simulated (measured first, not rerun); ``rows``: ``{name: row}`` already
     measured (:func:`ablation_row`, e.g. in a worker process), listed next. The variants' replays run side by
-    side in up to ``workers`` processes (:mod:`.parallel`; the table does not depend on it). Columns: the median and
-    p90 ratio per size bucket and :data:`ABLATION_FIGURES` (NaN where a figure needs an input not given), the
-    preemptions and the replay's wall time.
+    side in up to ``workers`` processes (:mod:`dlcluster.parallel`; the table does not depend on it). Columns: the
+    median and p90 ratio per size bucket and :data:`ABLATION_FIGURES` (NaN where a figure needs an input not given),
+    the preemptions and the replay's wall time.
     """
     measures = dict(occupancy=occupancy, real_waits=real_waits, span=span, top_vcs=top_vcs,
                     complete_until=complete_until, gpu_util_cdf=gpu_util_cdf, fig3_table=fig3_table)
@@ -904,18 +904,24 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
 
 def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                 occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, gpu_util_cdf: pd.DataFrame,
-                workers: int | None = None) -> pd.DataFrame:
+                workers: int | None = None, calibrated: Replay | None = None) -> pd.DataFrame:
     """The held-out objective (:func:`evaluate` on ``span``) as each fitted value moves, beside the calibrated one.
 
     One replay per move (:func:`_moves`): a timeout doubled, caps moved halfway towards their bound or switched off,
     the servers in service 5% fewer and more, switches flipped; side by side in up to ``workers`` processes.
+    ``calibrated``: the replay of ``best`` on ``replay``, if already run (else it is run here).
     """
     moves = _moves(best)
 
     def objective_of(params):
         return evaluate(run_replay(replay, machines, vc_table, params), occupancy, real_waits, span, gpu_util_cdf)
 
-    base, *evaluations = map_in_processes(objective_of, [best] + [params for _, _, params in moves], workers)
+    runs = [params for _, _, params in moves]
+    if calibrated is None:
+        base, *evaluations = map_in_processes(objective_of, [best] + runs, workers)
+    else:
+        base = evaluate(calibrated, occupancy, real_waits, span, gpu_util_cdf)
+        evaluations = map_in_processes(objective_of, runs, workers)
     rows = []
     for (name, label, params), ev in zip(moves, evaluations, strict=True):
         rows.append({"parameter": name, "moved": label, "calibrated": str(getattr(best, name)),

@@ -22,7 +22,7 @@ fit span with Optuna's TPE sampler.
 * **Two at a time**: trials are asked in batches of :data:`BATCH` before any of
   them is told (the batch is part of the search, so the trials do not depend
   on the machine), and a batch's replays run side by side on up to two cores
-  (:mod:`.parallel`).
+  (:mod:`dlcluster.parallel`).
 * **Space**: :data:`DEFAULT_SPACE`; a list of values is a categorical axis, a
   ``{"low", "high", "log"}`` mapping a range (``"int": True``: whole numbers),
   and ``"off"`` in it a value (None) that the axis may also take, e.g. no
@@ -42,7 +42,7 @@ import pandas as pd
 from ..ordering import decision_value
 from ..report.progress import emit as emit_progress
 from .calibrate import Evaluation, ReplayParams
-from .parallel import map_in_processes
+from ..parallel import map_in_processes
 
 #: Trials asked before any is told (fixed: the proposals depend on it, the number of cores must not).
 BATCH = 2
@@ -139,7 +139,7 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
 
     ``storage``: the SQLite file of the study (created, or continued when it
     holds trials of ``study_name``). ``workers``: processes evaluating a batch
-    (default :func:`.parallel.default_workers`; the results do not depend on it).
+    (default :func:`dlcluster.parallel.default_workers`; the results do not depend on it).
     """
     import optuna
 

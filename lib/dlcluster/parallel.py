@@ -1,6 +1,7 @@
-"""Replays side by side: the calibration's trials and the notebook's ablation rows on every core (default: 2 at most).
+"""Independent computations side by side on up to two cores: the calibration's trials, the ablation rows, the
+failure classifier's cross-validation fits.
 
-A replay is one Python process's work (a few seconds to tens of seconds of one
+Each item is one Python process's work (seconds to tens of seconds of one
 core). :func:`map_in_processes` runs a function over items in forked worker
 processes, which inherit the inputs the function closes over (no pickling of
 the workloads), and returns the results in the items' order: the same results
