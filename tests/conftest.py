@@ -23,6 +23,12 @@ OPTIONAL_MARKERS = {
 }
 
 
+#: The session fixtures below that run the notebooks and the CI calibration once per session. ``make test`` runs two
+#: pytest-xdist workers with ``--dist loadgroup``: the tests that use them form one group, so that one worker runs
+#: each notebook once (a second worker would run them again), while the other takes the rest of the tests.
+SHARED_RUNS = {"ci_notebook", "ci_reports", "ci_calibrated_replay"}
+
+
 def pytest_collection_modifyitems(config, items):
     missing = {marker: reason for marker, (module, reason) in OPTIONAL_MARKERS.items()
                if importlib.util.find_spec(module) is None}
@@ -30,6 +36,8 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in missing.items():
             if item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=reason))
+        if SHARED_RUNS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("notebook-runs"))
 
 
 @pytest.fixture(scope="session", autouse=True)
