@@ -2,7 +2,7 @@
 # Everything else (the environment included) is built on demand.
 
 PYTHON ?= python3
-# pytest-xdist workers of `make test` (the notebook tests share one; 1: no workers, everything in one process)
+# pytest-xdist workers of `make test` (they share one run of each notebook; 1: no workers, all in one process)
 TEST_WORKERS ?= 2
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -45,7 +45,7 @@ golden: reports ## rewrite golden/$(CONFIG).yaml from reports/$(CONFIG)/ on purp
 
 test: setup ## the linter (ruff, rules in pyproject.toml), then unit tests and a papermill run of every notebook with params/ci.yaml
 	$(BIN)/ruff check lib tests bench scripts
-	$(BIN)/python -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+	$(BIN)/python -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 data: setup ## download the full Philly trace (sha256-verified), extract to data/raw/philly, ingest to data/philly
 	$(BIN)/dlcluster data

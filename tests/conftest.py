@@ -1,4 +1,5 @@
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,6 @@ OPTIONAL_MARKERS = {
 }
 
 
-#: The session fixtures below that run the notebooks and the CI calibration once per session. ``make test`` runs two
-#: pytest-xdist workers with ``--dist loadgroup``: the tests that use them form one group, so that one worker runs
-#: each notebook once (a second worker would run them again), while the other takes the rest of the tests.
-SHARED_RUNS = {"ci_notebook", "ci_reports", "ci_calibrated_replay"}
-
-
 def pytest_collection_modifyitems(config, items):
     missing = {marker: reason for marker, (module, reason) in OPTIONAL_MARKERS.items()
                if importlib.util.find_spec(module) is None}
@@ -36,13 +31,12 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in missing.items():
             if item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=reason))
-        if SHARED_RUNS & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("notebook-runs"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def own_cache_dir(tmp_path_factory):
-    """The tests' own cache of sweep cells and calibrations (``DLCLUSTER_CACHE_DIR``), one per session.
+    """The tests' own cache of sweep cells and calibrations (``DLCLUSTER_CACHE_DIR``), one per session (shared by
+    its pytest-xdist workers: a calibration one worker made is read by the other, never searched beside it).
 
     Set in the environment, so the kernels papermill starts for the notebook tests inherit it: a
     calibration or sweep cell cached by ``make reports`` in ``reports/.sweep-cache`` never satisfies a
@@ -50,7 +44,7 @@ def own_cache_dir(tmp_path_factory):
     """
     from dlcluster.paths import CACHE_DIR_ENV
 
-    path = tmp_path_factory.mktemp("sweep-cache")
+    path = _shared_dir(tmp_path_factory, "sweep-cache")
     patch = pytest.MonkeyPatch()
     patch.setenv(CACHE_DIR_ENV, str(path))
     yield path
@@ -95,16 +89,26 @@ def ci_calibrated_replay(public_trace):
 _CI_RUNS: dict = {}
 
 
+def _shared_dir(tmp_path_factory, name: str) -> Path:
+    """A folder of this session's temporary folder; under pytest-xdist, one for all its workers."""
+    base = tmp_path_factory.getbasetemp()
+    base = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = base / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def ci_reports(tmp_path_factory):
     """The folder where :func:`ci_notebook` writes each notebook's report (``<stem>/results.json``, figures)."""
-    return tmp_path_factory.mktemp("reports-ci")
+    return _shared_dir(tmp_path_factory, "reports-ci")
 
 
 @pytest.fixture(scope="session")
 def ci_notebook(ci_reports):
     """Execute a notebook once per session with params/ci.yaml; returns its results.json as a dict (and, as
     ``folder``, the folder the notebook wrote its outputs to)."""
+    from dlcluster.atomic import exclusive_lock
     from dlcluster.report import read_results_json
     from dlcluster.report.runner import execute_notebook, read_params
 
@@ -113,7 +117,10 @@ def ci_notebook(ci_reports):
 
     def run(stem: str) -> dict:
         if stem not in _CI_RUNS:
-            execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
+            # once per session, whichever pytest-xdist worker asks first; the other waits and reads its report
+            with exclusive_lock(out / f"{stem}.lock"):
+                if not (out / stem / "results.json").exists():
+                    execute_notebook(REPO / "notebooks" / f"{stem}.ipynb", out, params, html=False)
             _CI_RUNS[stem] = {**read_results_json(out / stem / "results.json"), "folder": out / stem}
         return _CI_RUNS[stem]
 

@@ -361,7 +361,8 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     first = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
     files = sorted(f.name for f in tmp_path.glob("calibration-*"))
-    assert files == [f"calibration-{first.key}.db", f"calibration-{first.key}.json"]
+    # the study, the result, and the lock that keeps a second process from searching beside this one
+    assert files == [f"calibration-{first.key}.{ext}" for ext in ("db", "json", "lock")]
     assert len(first.trials) == 3
     # the first trial is the start point: unlimited lending, no reclaim, relax after 3 min, overhead-only latency
     assert first.trials.loc[0, "relax_after_s"] == 180.0 and first.trials["reclaim_after_s"].isna()[0]

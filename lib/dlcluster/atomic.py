@@ -1,7 +1,9 @@
-"""Atomic file writes: a reader never sees a half-written file (write a temporary file, then rename)."""
+"""Atomic file writes: a reader never sees a half-written file (write a temporary file, then rename); and a lock
+for work that two processes must not do at once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -28,3 +30,26 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | Path):
+    """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; a second process waits.
+
+    For a cached result two processes may ask for at once (two notebooks, two test workers): the second waits,
+    then finds the first one's result instead of computing it beside it. An advisory POSIX lock (``fcntl``),
+    released when the process ends; where ``fcntl`` is missing, no lock.
+    """
+    try:
+        import fcntl
+    except ImportError:   # not POSIX: no lock
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -171,10 +171,8 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     anything is loaded, so notebooks 05 and 06 share one calibration per input
     and any change of data, code or installed packages recalibrates.
     """
-    from ..atomic import atomic_write_text
+    from ..atomic import exclusive_lock
     from ..paths import cache_dir as default_cache_dir
-    from ..trace import load_trace
-    from . import jobsets
 
     space = check_space(DEFAULT_SPACE if space is None else space)
     settings = {"trace": str(trace), "fit_days": fit_days, "seed": int(seed), "n_trials": int(n_trials),
@@ -183,12 +181,28 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     key = calibration_key(settings)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"calibration-{key}.json"
-    if path.exists():
-        stored = json.loads(path.read_text())
-        return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
-                           {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
-                           {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                           settings, key)
+    if not path.exists():
+        # one search per key at a time: a second process (another notebook, another test worker) waits for the
+        # first one's result instead of running trials into the same study beside it
+        with exclusive_lock(folder / f"calibration-{key}.lock"):
+            if not path.exists():
+                _calibrate(settings, key, path)
+    stored = json.loads(path.read_text())
+    return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
+                       {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
+                       {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
+                       settings, key)
+
+
+def _calibrate(settings: dict, key: str, path: Path) -> None:
+    """Run the search of :func:`calibrated_params` and write its result to ``path``."""
+    from ..atomic import atomic_write_text
+    from ..trace import load_trace
+    from . import jobsets
+
+    trace, fit_days, seed, space = settings["trace"], settings["fit_days"], settings["seed"], settings["space"]
+    replay_days, warmup_days = settings["replay_days"], settings["warmup_days"]
+    n_trials, top_vcs, folder = settings["n_trials"], settings["top_vcs"], path.parent
     pub = load_trace(trace, with_util=False)
     if pub.cluster_gpu_util_cdf is None:
         raise ValueError(f"calibrated_params: trace {trace!r} has no cluster GPU utilization CDF "
@@ -220,7 +234,6 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
         "params": asdict(best), "trials": trials.replace({np.nan: None}).to_dict(orient="list"),
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
-    return Calibration(best, trials, span, held, settings, key)
 
 
 def calibrated_replay_inputs(trace: str = "public", cache_dir=None):
