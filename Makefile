@@ -45,7 +45,7 @@ golden: reports ## rewrite golden/$(CONFIG).yaml from reports/$(CONFIG)/ on purp
 
 test: setup ## the linter (ruff, rules in pyproject.toml), then unit tests and a papermill run of every notebook with params/ci.yaml
 	$(BIN)/ruff check lib tests bench scripts
-	$(BIN)/python -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(BIN)/python -m pytest $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 data: setup ## download the full Philly trace (sha256-verified), extract to data/raw/philly, ingest to data/philly
 	$(BIN)/dlcluster data
