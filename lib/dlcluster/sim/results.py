@@ -149,7 +149,8 @@ class SimResult:
 def _timeseries(samples, vc_names) -> pd.DataFrame:
     """The samples as columns: time_s (float) and counts (int64), each VC's GPUs in use as ``vc_<name>``.
 
-    Built from numpy arrays: pandas infers a list of ~10^5 tuples column by column, ten times slower."""
+    Built from numpy arrays: pandas infers a list of tuples column by column, about three times slower (0.27 s
+    against 0.09 s for the 31,376 samples of the Pollux replay)."""
     counts = ["allocated_gpus", "free_gpus", "idle_servers", "fragmented_free_gpus", "running_jobs", "waiting_jobs",
               *(f"pending_jobs_{b}" for b in PENDING_BUCKETS), *(f"pending_gpus_{b}" for b in PENDING_BUCKETS)]
     rows = np.asarray(samples.rows, dtype=float).reshape(-1, 1 + len(counts))   # counts < 2^53: exact as floats
