@@ -165,3 +165,19 @@ def test_reclaim_runs_are_those_of_ordering_every_running_job(monkeypatch, place
     assert jobs["queueing_delay_s"].mean() > 600
     if placement != "best_fit":   # best fit leaves room: nothing to reclaim on these jobs
         assert jobs["num_preemptions"].sum() > 10
+
+
+def test_the_dedicated_arm_is_one_simulation_under_every_interference_scenario():
+    """No job shares a dedicated server, so an assumed colocation slowdown cannot change the arm: the sweep runs it
+    once (``same_simulation``), and that run's rows are the rows of the scenario's own run. A shared placement's
+    rows do change with the scenario, and keep their own simulation."""
+    cell = {"experiment": "interference", "placement": "dedicated", "migration": False, "interference": "paper",
+            "colocated_one_server": 0.9, "colocated_spread": 0.8, "trace": "public", "start": "2017-10-03",
+            "max_jobs": 3000, "racks": 6, "resample_block_days": 0.0, "seed": 0, "load": 1.0,
+            "load_setting": "real", "inputs": "test"}
+    shared = E.same_simulation(cell)
+    assert shared == {**cell, "interference": "none", "colocated_one_server": 1.0, "colocated_spread": 1.0}
+    pd.testing.assert_frame_equal(E.run_cell(cell), E.run_cell(shared))
+    pack = {**cell, "placement": "pack"}
+    assert E.same_simulation(pack) == pack
+    assert not E.run_cell(pack)["speed_mean"].equals(E.run_cell({**pack, **grid.NO_INTERFERENCE_CELL})["speed_mean"])

@@ -134,6 +134,24 @@ def test_rerun_skips_cached_cells(tmp_path):
     pd.testing.assert_frame_equal(more.iloc[:8], first)
 
 
+def label_free(params: dict) -> dict:
+    """``a``'s label does not enter ``fixed_cell``'s result: every label runs as the unlabelled cell."""
+    return {k: v for k, v in params.items() if k != "label"}
+
+
+def test_cells_with_the_same_simulation_run_once_and_keep_their_own_parameters(tmp_path):
+    cells = expand_grid({"a": [1, 2], "label": ["x", "y", "z"]}, {})
+    table = run_sweep(cells, fixed_cell, tmp_path, code_modules=THIS, n_jobs=1, progress=False, same_as=label_free)
+    assert CALLS == [{"a": 1}, {"a": 2}]                 # one call per simulation, given the simulated cell
+    assert table["label"].tolist() == ["x", "y", "z"] * 2 and table["a"].tolist() == [1, 1, 1, 2, 2, 2]
+    assert table["a_squared"].tolist() == [1, 1, 1, 4, 4, 4]
+    assert table["cell"].tolist() == list(range(6)) and table["cell_key"].nunique() == 2
+    again = run_sweep(cells[:3] + [{"a": 3, "label": "x"}], fixed_cell, tmp_path, code_modules=THIS, n_jobs=1,
+                      progress=False, same_as=label_free)
+    assert CALLS[2:] == [{"a": 3}]                       # a = 1 was cached under its simulation
+    assert again["a_squared"].tolist() == [1, 1, 1, 9]
+
+
 def test_changed_code_recomputes(tmp_path, monkeypatch):
     module = tmp_path / "sweep_probe_code.py"
     module.write_text("VERSION = 1\n")

@@ -361,8 +361,9 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     first = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
     files = sorted(f.name for f in tmp_path.glob("calibration-*"))
-    # the study, the result, and the lock that keeps a second process from searching beside this one
-    assert files == [f"calibration-{first.key}.{ext}" for ext in ("db", "json", "lock")]
+    # the study, the result, the lock that keeps a second process from searching beside this one, and the calibrated
+    # replay the held-out figures were measured on
+    assert files == [f"calibration-{first.key}.{ext}" for ext in ("db", "json", "lock", "replay.pickle")]
     assert len(first.trials) == 3
     # the first trial is the start point: unlimited lending, no reclaim, relax after 3 min, overhead-only latency
     assert first.trials.loc[0, "relax_after_s"] == 180.0 and first.trials["reclaim_after_s"].isna()[0]
@@ -386,6 +387,15 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     assert again.key == first.key and again.params == first.params and again.held_out == first.held_out
     pd.testing.assert_frame_equal(again.trials, first.trials)
     monkeypatch.undo()
+    # the stored calibrated replay is the replay of the calibrated parameters, run again here
+    stored, rerun = again.calibrated_replay(), vc.run_replay(again.replay, public_trace.machines,
+                                                             public_trace.vc_quotas, again.params)
+    assert stored.params == again.params and stored.topology == rerun.topology
+    for table in ("jobs", "attempts", "timeseries"):
+        pd.testing.assert_frame_equal(getattr(stored.result, table), getattr(rerun.result, table))
+    (tmp_path / f"calibration-{first.key}.replay.pickle").unlink()
+    replayed = again.calibrated_replay()   # without its store: replayed
+    pd.testing.assert_frame_equal(replayed.result.jobs, rerun.result.jobs)
     # another setting is another calibration, kept beside the first
     other = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=2, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
@@ -661,3 +671,35 @@ def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
         assert changed == {name}, (name, changed)
     demand = {(n, label): p for n, label, p in vc._moves(replace(best, cap_quantile=0.8))}
     assert demand[("cap_quantile", "halfway to 1")].cap_quantile == pytest.approx(0.9)
+
+
+def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkeypatch):
+    best = vc.ReplayParams(locality="relax", relax_after_s=120.0, max_capacity_factor=1.5, servers_in_service=360)
+    replay, other = object(), object()
+    replayed = []
+
+    def run_replay(workload, machines, vc_table, params):
+        assert workload is replay
+        replayed.append(params)
+        return params
+
+    def evaluate(rep, occupancy, real_waits, span, gpu_util_cdf):   # "replay" here is its parameters
+        value = 1.0 if rep == best else 2.0
+        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
+
+    monkeypatch.setattr(vc, "run_replay", run_replay)
+    monkeypatch.setattr(vc, "evaluate", evaluate)
+    any_locality = replace(best, locality="any")
+    parts = {f"evaluation.{k}": [7.0, 9.0] for k in vc.Evaluation.__dataclass_fields__}
+    table = pd.DataFrame({"max_ks": [0.1, 0.2], **parts}, index=["no locality", "Pollux workload"])
+    variants = {"no locality": (replay, any_locality), "Pollux workload": (other, any_locality),
+                "not run": (replay, replace(best, rack_size=32))}
+    known = vc.ablation_evaluations(table, variants, replay)
+    assert known == [(any_locality, vc.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
+    sens = vc.sensitivity(best, replay, None, None, None, None, None, None, workers=1, calibrated=best,
+                          evaluated=known)
+    moves = [params for _, _, params in vc._moves(best)]
+    assert replayed == [p for p in moves if p != any_locality] and len(replayed) == len(moves) - 1
+    reused = sens.loc[("locality", "any")]
+    assert reused["objective"] == 7.0 and reused["objective_change"] == 6.0
+    assert (sens.drop(("locality", "any"))["objective_change"] == 1.0).all()

@@ -368,3 +368,15 @@ def test_replay_exports_are_the_replays_attempts_and_minutes(doc, rerun):
     assert ((arrival - first["submitted"]).dt.total_seconds() - latency).abs().max() < 1e-3
     assert (minutes["busy_servers"] <= minutes["servers_in_service"]).all()
     assert (minutes["allocated_gpus"] <= minutes["gpus_in_service"]).all()
+
+
+@pytest.mark.notebook
+def test_the_held_out_figures_carry_the_objective_the_sensitivity_reuses(rerun):
+    """The ablation's rows give the sensitivity analysis their objective (``evaluation``): the objective of
+    :func:`evaluate` exactly, and the objective by hand."""
+    from dlcluster.validation import calibrate as vc
+    pub, waits, rep, held = rerun["pub"], rerun["waits"], rerun["rep"], rerun["span"]["held_out"]
+    figures = vc.held_out_figures(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
+    assert figures["evaluation"] == vc.evaluate(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
+    assert figures["evaluation"].objective == pytest.approx(objective_by_hand(rep, pub, waits, held), rel=1e-9)
+    assert "evaluation" not in vc.held_out_figures(rep, pub.occupancy, waits, held)   # no allocation bound given

@@ -32,6 +32,22 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, umask_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: str | Path):
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; a second process waits.

@@ -65,7 +65,7 @@ from .early_stop import (  # noqa: F401
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
-    plot_calibration, run_cell, with_arms)
+    plot_calibration, run_cell, same_simulation, with_arms)
 from .intervals import Interval, direction, mean_interval, ratio_interval  # noqa: F401
 from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401

@@ -134,6 +134,7 @@ def calibration_cells(spec: GridSpec, trace: str, fingerprint: str) -> list[dict
 
 #: The interference experiment's scenario when the caller names none: colocation costs nothing.
 NO_INTERFERENCE_SCENARIO = {"none": (1.0, 1.0)}
+NO_INTERFERENCE_CELL = {"interference": "none", "colocated_one_server": 1.0, "colocated_spread": 1.0}
 
 
 def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibrated: float | None = None,
@@ -305,6 +306,15 @@ def run_cell(cell: dict) -> pd.DataFrame:
     if cell["experiment"] == "calibrate" or cell.get("replay") is not None:
         window = _dates_window(inputs, workload, float(cell["load"]))
     return measure(result, workload, extras, window, inputs.measured)
+
+
+def same_simulation(cell: dict) -> dict:
+    """The cell whose simulation ``cell`` runs (``run_sweep``'s ``same_as``): a dedicated-servers arm never puts two
+    jobs on one server, so no interference scenario's assumed colocation slowdown applies, and one simulation
+    (scenario "none") serves every scenario."""
+    if cell.get("experiment") == "interference" and cell.get("placement") == "dedicated":
+        return {**cell, **NO_INTERFERENCE_CELL}
+    return cell
 
 
 def cell_inputs(cell: dict) -> Inputs:

@@ -171,7 +171,7 @@ def _run_dask(fn, pending, address):
 def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict],
               cache_dir: str | Path | None = None, *, code_modules: Iterable[str] | None = None,
               out: str | Path | None = None, n_jobs: int | None = None, scheduler_address: str | None = None,
-              progress: bool = True) -> pd.DataFrame:
+              progress: bool = True, same_as: Callable[[dict], dict] | None = None) -> pd.DataFrame:
     """Run ``fn`` on every cell not yet cached; return all rows, with parameters, in cell order.
 
     ``fn(params) -> DataFrame | dict`` (a dict is one row). ``code_modules``:
@@ -180,8 +180,11 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     (atomically). ``cache_dir``: where finished cells are kept (None: the default,
     :func:`dlcluster.paths.cache_dir`). ``n_jobs``: local worker processes (None = all cores,
     1 = in this process). ``scheduler_address``: run on that Dask distributed
-    scheduler instead (e.g. ``"tcp://10.0.0.5:8786"``). Parameters that are
-    lists or mappings appear in the table as JSON text.
+    scheduler instead (e.g. ``"tcp://10.0.0.5:8786"``). ``same_as(cell)``: the
+    cell whose result ``cell``'s equals by construction (default: itself); cells
+    with the same one are one simulation, run once (``fn`` gets that cell), and
+    each keeps its own parameters in the table. Parameters that are lists or
+    mappings appear in the table as JSON text.
     """
     cells = [dict(c) for c in cells]
     if not cells:
@@ -189,19 +192,21 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     if n_jobs is not None and (int(n_jobs) != n_jobs or n_jobs < 1):
         raise ValueError(f"run_sweep: n_jobs must be a positive integer or None, got {n_jobs!r}")
     version = code_version(list(code_modules or [fn.__module__, __name__])) + environment_version()
-    keys = [cell_key(c, version) for c in cells]
-    repeated = {k for k, n in Counter(keys).items() if n > 1}
-    duplicated = sorted({_canonical(c) for c, k in zip(cells, keys, strict=True) if k in repeated})
+    duplicated = sorted(c for c, n in Counter(map(_canonical, cells)).items() if n > 1)
     if duplicated:
         raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
+    simulated = [dict(same_as(dict(c))) for c in cells] if same_as is not None else cells
+    keys = [cell_key(c, version) for c in simulated]
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
     paths = [cache_dir / f"{k}.parquet" for k in keys]
-    pending = [(i, cells[i]) for i, p in enumerate(paths) if not p.exists()]
+    first = sorted({k: i for i, k in reversed(list(enumerate(keys)))}.values())   # one cell per simulation
+    pending = [(i, simulated[i]) for i in first if not paths[i].exists()]
+    total = len(first)
     workers = n_jobs or len(os.sched_getaffinity(0))
-    bar = _progress(len(cells), len(cells) - len(pending), progress)
-    done, started = len(cells) - len(pending), time.monotonic()
-    emit_progress({"event": "sweep", "done": done, "total": len(cells), "cached": done, "elapsed_s": 0.0})
+    bar = _progress(total, total - len(pending), progress)
+    done, started = total - len(pending), time.monotonic()
+    emit_progress({"event": "sweep", "done": done, "total": total, "cached": done, "elapsed_s": 0.0})
     failures = []
     runs = _run_dask(fn, pending, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
     try:
@@ -213,7 +218,7 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
             if bar is not None:
                 bar.update(1)
             done += 1
-            emit_progress({"event": "sweep", "done": done, "total": len(cells), "cached": len(cells) - len(pending),
+            emit_progress({"event": "sweep", "done": done, "total": total, "cached": total - len(pending),
                            "elapsed_s": round(time.monotonic() - started, 3)})
     finally:
         runs.close()  # stops the workers now if the loop ended early (an interrupt, a failed write)

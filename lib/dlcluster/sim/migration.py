@@ -84,10 +84,11 @@ class Migration:
         """Move long-running spread jobs to tighter placements; True if any moved."""
         moved = False
         cluster = sim.cluster
+        most_free = _most_free(cluster)
         for job in sorted(sim.spread_running.values(), key=lambda j: j.idx):
-            if job.in_prerun or sim.remaining_work(job, now) < self.min_remaining_s:
+            if job.in_prerun or job.attempt_level <= job.min_level or not _room_for_tighter(cluster, job, *most_free):
                 continue
-            if job.attempt_level <= job.min_level:
+            if sim.remaining_work(job, now) < self.min_remaining_s:
                 continue
             cluster.release(job.idx, job.alloc)
             choice = sim.placement.choose(cluster, job.gpus_now, job.min_level, job.attempt_level - 1)
@@ -96,5 +97,32 @@ class Migration:
                 continue
             counts, level = choice
             sim.move(job, counts, level, now, self.cost_s)
+            most_free = _most_free(cluster)
             moved = True
         return moved
+
+
+def _most_free(cluster) -> tuple[int, int]:
+    """The most free GPUs on one server and on one rack."""
+    server = next((k for k in range(cluster.max_cap, 0, -1) if cluster.by_free[k]), 0)
+    return server, max(cluster.rack_free)
+
+
+def _room_for_tighter(cluster, job, server_free: int, rack_free: int) -> bool:
+    """Whether a server (or a rack) could hold ``job`` once its own GPUs are free: a placement at a tighter level
+    needs one. Only a necessary condition, but it spares nearly every call the tentative release and re-allocation
+    of a job that cannot move (they took most of a migrating replay's time). ``server_free``, ``rack_free``: the
+    most free GPUs on one server and on one rack (:func:`_most_free`)."""
+    g = job.gpus_now
+    server = job.min_level == Locality.SERVER and g <= cluster.max_cap
+    rack = job.min_level <= Locality.RACK < job.attempt_level
+    if (server and server_free >= g) or (rack and rack_free >= g):
+        return True
+    free, rack_of = cluster.free, cluster.rack_of
+    own_rack: dict[int, int] = {}
+    for s, mask in job.alloc:
+        k = mask.bit_count()
+        if server and free[s] + k >= g:
+            return True
+        own_rack[rack_of[s]] = own_rack.get(rack_of[s], 0) + k
+    return rack and any(cluster.rack_free[r] + k >= g for r, k in own_rack.items())

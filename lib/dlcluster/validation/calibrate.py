@@ -29,7 +29,7 @@ ablation, the sensitivity of each fitted value, and the long waits per day.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -619,9 +619,14 @@ def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, spa
     |ln(replay/real median)| + mean |ln(replay/real p90)| + mean KS) of the first-attempt waits per size bucket (the DRE
     records submitted in the span, job for job). The full trace's Figure 3 never enters it.
     """
-    busy = busy_servers_mae_pp(rep.result, occupancy, span)
-    shortfall = max(0.0, gpu_allocation(rep.result, gpu_util_cdf, span)["shortfall_pp"])
-    delays = delay_table(paired_delays(rep, real_waits), span)
+    return _evaluation(busy_servers_mae_pp(rep.result, occupancy, span),
+                       gpu_allocation(rep.result, gpu_util_cdf, span)["shortfall_pp"],
+                       delay_table(paired_delays(rep, real_waits), span), delay_weight)
+
+
+def _evaluation(busy: float, shortfall_pp: float, delays: pd.DataFrame, delay_weight: float = DELAY_WEIGHT):
+    """:func:`evaluate` from its parts: busy-server MAE, allocation shortfall and the per-bucket wait table."""
+    shortfall = max(0.0, shortfall_pp)
     med, p90 = log_median_error(delays), log_median_error(delays, stat="p90")
     ks = float(delays["ks_statistic"].mean())
     return Evaluation(busy, shortfall, med, p90, ks, busy + shortfall + delay_weight * (med + p90 + ks))
@@ -729,7 +734,8 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
     if gpu_util_cdf is not None:
         allocation = gpu_allocation(rep.result, gpu_util_cdf, span)
         out.update(allocation=allocation, gpu_allocated_share=allocation["simulated_allocated_share"],
-                   gpu_allocation_shortfall_pp=allocation["shortfall_pp"])
+                   gpu_allocation_shortfall_pp=allocation["shortfall_pp"],
+                   evaluation=_evaluation(out["busy_servers_mae_pp"], allocation["shortfall_pp"], delays))
     if fig3_table is not None:
         cells = fig3.cell_table(fig3.attempt_waits(rep, retry_overheads(rep)), fig3_table)
         out["fig3_cell_table"] = cells
@@ -828,10 +834,13 @@ ABLATION_FIGURES = ("busy_servers_mae_pp_complete", "gpu_allocated_share", "gpu_
 def ablation_row(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, top_vcs: int = 5,
                  complete_until: pd.Timestamp | None = None, gpu_util_cdf: pd.DataFrame | None = None,
                  fig3_table: pd.DataFrame | None = None) -> dict:
-    """One replay's row of the ablation table (:func:`ablation`)."""
+    """One replay's row of the ablation table (:func:`ablation`); with ``gpu_util_cdf``, also the objective's parts
+    on ``span`` (:func:`evaluate`) as ``evaluation.<part>``, for :func:`sensitivity` to reuse."""
     figures = held_out_figures(rep, occupancy, real_waits, span, gpu_util_cdf, top_vcs=top_vcs,
                                complete_until=complete_until, fig3_table=fig3_table)
     row = {"jobs": len(rep.replay.workload)}
+    if "evaluation" in figures:
+        row.update({f"evaluation.{part}": value for part, value in asdict(figures["evaluation"]).items()})
     for bucket, r in figures["delays"].iterrows():
         row[f"median_ratio_{bucket}"] = r["median_ratio"]
         row[f"p90_ratio_{bucket}"] = r["p90_ratio"]
@@ -865,6 +874,15 @@ def ablation(variants: dict, machines: pd.DataFrame, vc_table: pd.DataFrame, occ
     table.update(rows or {})
     table.update(zip(variants, map_in_processes(row_of, list(variants.values()), workers), strict=True))
     return pd.DataFrame.from_dict(table, orient="index").rename_axis("variant")
+
+
+def ablation_evaluations(table: pd.DataFrame, variants: dict, replay: ReplayWorkload) -> list:
+    """``[(params, Evaluation)]`` of the ablation rows (:func:`ablation`, with ``gpu_util_cdf``) that replayed
+    ``replay`` itself (``variants``: ``{name: (ReplayWorkload, params)}``), for :func:`sensitivity`."""
+    parts = [f"evaluation.{name}" for name in Evaluation.__dataclass_fields__]
+    return [(params, Evaluation(*(float(table.loc[name, part]) for part in parts)))
+            for name, (workload, params) in variants.items()
+            if workload is replay and name in table.index and set(parts) <= set(table.columns)]
 
 
 def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
@@ -904,24 +922,32 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
 
 def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                 occupancy: pd.DataFrame, real_waits: pd.DataFrame, span: tuple, gpu_util_cdf: pd.DataFrame,
-                workers: int | None = None, calibrated: Replay | None = None) -> pd.DataFrame:
+                workers: int | None = None, calibrated: Replay | None = None,
+                evaluated: list[tuple[ReplayParams, Evaluation]] = ()) -> pd.DataFrame:
     """The held-out objective (:func:`evaluate` on ``span``) as each fitted value moves, beside the calibrated one.
 
     One replay per move (:func:`_moves`): a timeout doubled, caps moved halfway towards their bound or switched off,
     the servers in service 5% fewer and more, switches flipped; side by side in up to ``workers`` processes.
-    ``calibrated``: the replay of ``best`` on ``replay``, if already run (else it is run here).
+    ``calibrated``: the replay of ``best`` on ``replay``, if already run (else it is run here); ``evaluated``:
+    ``(params, evaluation)`` of replays of ``replay`` already run on the same span (the ablation's rows with the
+    same parameters, :func:`ablation_evaluations`): a move to those parameters is not replayed again.
     """
     moves = _moves(best)
 
     def objective_of(params):
         return evaluate(run_replay(replay, machines, vc_table, params), occupancy, real_waits, span, gpu_util_cdf)
 
-    runs = [params for _, _, params in moves]
+    def known(params):
+        return next((ev for done, ev in evaluated if done == params), None)
+
+    runs = [params for _, _, params in moves if known(params) is None]
     if calibrated is None:
-        base, *evaluations = map_in_processes(objective_of, [best] + runs, workers)
+        base, *fresh = map_in_processes(objective_of, [best] + runs, workers)
     else:
         base = evaluate(calibrated, occupancy, real_waits, span, gpu_util_cdf)
-        evaluations = map_in_processes(objective_of, runs, workers)
+        fresh = map_in_processes(objective_of, runs, workers)
+    fresh = iter(fresh)
+    evaluations = [known(params) or next(fresh) for _, _, params in moves]
     rows = []
     for (name, label, params), ev in zip(moves, evaluations, strict=True):
         rows.append({"parameter": name, "moved": label, "calibrated": str(getattr(best, name)),

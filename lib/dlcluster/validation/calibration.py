@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,7 @@ import pandas as pd
 
 from .calibrate import ReplayParams, evaluate, fit_overhead_latency, held_out_figures, run_replay, spans
 from .ingredients import fit_attempt_split
+from .replay import Replay
 from .scorecard import scorecard, scorecard_text
 from .search import DEFAULT_SPACE, check_space, search
 from .workload import ReplayWorkload
@@ -46,7 +48,8 @@ class Calibration:
     ``replay``: the workload it was fitted on; ``full_replay``: every RFold job
     (not cut to the warm-up and ``replay_days``). Neither is stored with the
     calibration: each is built on first use, once per process
-    (:func:`replay_workloads`).
+    (:func:`replay_workloads`). :meth:`calibrated_replay`: the replay of
+    ``replay`` with ``params``, stored beside the calibration in ``folder``.
     """
 
     params: ReplayParams
@@ -55,6 +58,18 @@ class Calibration:
     held_out: dict
     settings: dict
     key: str
+    folder: str | None = None
+
+    def calibrated_replay(self) -> Replay:
+        """The replay the held-out figures were measured on: ``replay`` with ``params`` on the trace's machines and
+        quotas, as the calibration ran it (read from its store, ~1 s, instead of a 15-s replay); replayed if absent."""
+        if self.folder is not None:
+            stored = _replay_path(Path(self.folder), self.key)
+            if stored.exists():
+                return pickle.loads(stored.read_bytes())
+        from ..trace import load_trace
+        pub = load_trace(self.settings["trace"], with_util=False)
+        return run_replay(self.replay, pub.machines, pub.vc_quotas, self.params)
 
     @property
     def replay(self) -> ReplayWorkload:
@@ -191,12 +206,16 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
                        {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
                        {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                       settings, key)
+                       settings, key, str(folder))
+
+
+def _replay_path(folder: Path, key: str) -> Path:
+    return folder / f"calibration-{key}.replay.pickle"
 
 
 def _calibrate(settings: dict, key: str, path: Path) -> None:
     """Run the search of :func:`calibrated_params` and write its result to ``path``."""
-    from ..atomic import atomic_write_text
+    from ..atomic import atomic_write_bytes, atomic_write_text
     from ..trace import load_trace
     from . import jobsets
 
@@ -225,9 +244,12 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
                                                                   inputs.alignment.origin_local),
                                            rfold["num_gpus"], rfold["duration_s"], span["fit"])
     # the full trace's Figure 3 is measured on the calibrated replay only now: no trial above has seen it
-    figures = held_out_figures(run_replay(replay, pub.machines, pub.vc_quotas, best), pub.occupancy, waits,
-                               span["held_out"], pub.cluster_gpu_util_cdf, top_vcs=top_vcs,
-                               complete_until=horizon["horizon"], fig3_table=fig3_table)
+    calibrated = run_replay(replay, pub.machines, pub.vc_quotas, best)
+    figures = held_out_figures(calibrated, pub.occupancy, waits, span["held_out"], pub.cluster_gpu_util_cdf,
+                               top_vcs=top_vcs, complete_until=horizon["horizon"], fig3_table=fig3_table)
+    # kept for the notebooks that show it (a pickle: a cache of this machine's own objects, never shared data);
+    # written before the JSON, whose presence marks the calibration complete
+    atomic_write_bytes(_replay_path(folder, key), pickle.dumps(calibrated, protocol=pickle.HIGHEST_PROTOCOL))
     held = {k: float(figures.get(k, np.nan)) for k in HELD_OUT_KEYS}
     held["complete_until"] = horizon["horizon"]
     atomic_write_text(path, json.dumps({
