@@ -214,3 +214,36 @@ def test_ctrl_c_stops_the_kernel_and_leaves_no_complete_looking_report(tiny_note
                        ".01-tiny.running.ipynb"}, left
     with pytest.raises(ProcessLookupError):
         os.kill(kernel_pid, 0)  # the kernel is gone, not left computing
+
+
+STAMP_TIMES = ("import json, pathlib, time\np = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
+               "start = time.time(); time.sleep(sleep_s)\n"
+               "(p / 'times.json').write_text(json.dumps([start, time.time()]))")
+
+
+@pytest.mark.notebook
+def test_two_notebooks_run_side_by_side_and_a_failure_stops_only_what_has_not_started(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    for name in ("01-a", "02-b"):
+        _notebook(tmp_path / "nbs" / f"{name}.ipynb", [STAMP_TIMES, WRITE_RESULTS])
+    params = _params(tmp_path, "sleep_s: 3\n")
+
+    def spans(*args):
+        text = _reports(tmp_path, "--params", params, "--force", *args).communicate(timeout=120)[0]
+        assert "[1/2] 01-a: done in" in text and "[2/2] 02-b: done in" in text and "wrote" in text, text
+        return [json.loads((tmp_path / "out" / n / "times.json").read_text()) for n in ("01-a", "02-b")]
+
+    (a0, a1), (b0, b1) = spans()                      # two at a time (the default): they overlap
+    assert b0 < a1 and a0 < b1
+    (a0, a1), (b0, b1) = spans("--jobs", "1")         # one after another
+    assert b0 >= a1
+    # 01 fails while 02 runs beside it: 02 completes, 03 never starts, the index is not rewritten
+    _notebook(tmp_path / "nbs" / "01-a.ipynb", ["import time\ntime.sleep(1)\nraise ValueError('broken')"])
+    _notebook(tmp_path / "nbs" / "03-c.ipynb", [STAMP_TIMES, WRITE_RESULTS])
+    shutil.rmtree(tmp_path / "out")
+    run = _reports(tmp_path, "--params", params)
+    text = run.communicate(timeout=120)[0]
+    assert run.returncode == 1 and "01-a.ipynb failed in cell 2" in text, text
+    assert "[2/3] 02-b: done in" in text and "03-c: running" not in text, text
+    assert (tmp_path / "out" / "02-b" / "results.json").exists() and (tmp_path / "out" / "02-b.ipynb").exists()
+    assert not (tmp_path / "out" / "03-c").exists() and not (tmp_path / "out" / "index.html").exists()

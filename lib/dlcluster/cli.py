@@ -1,6 +1,6 @@
 """The ``dlcluster`` command line: the library's jobs, one subcommand each.
 
-    dlcluster reports [--params params/default.yaml] [--only 00] [--force] [-v]   execute notebooks
+    dlcluster reports [--params params/default.yaml] [--only 00] [--force] [--jobs 2] [-v]   execute notebooks
     dlcluster summary [SOURCE]                                     tables and data quality
     dlcluster build-public                                         data/external -> data/public
     dlcluster data [--url URL]                                     download, verify, extract, ingest
@@ -29,7 +29,7 @@ def _reports(args) -> int:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")  # papermill streams cell output
     try:
         run_reports(args.params, args.out, args.only, html=not args.no_html, notebooks_dir=args.notebooks,
-                    force=args.force, verbose=args.verbose)
+                    force=args.force, verbose=args.verbose, jobs=args.jobs)
     except NotebookFailed as exc:
         print(f"dlcluster reports: FAILED: {exc}", file=sys.stderr)
         return 1
@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="execute every notebook, even one unchanged since its last run")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show everything: each cell's output as it runs and papermill's log")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="notebooks run side by side (default 2: one's single-core cells use the core the other "
+                        "leaves idle); 1 runs them one after another")
     p.set_defaults(func=_reports)
 
     default_reports = str(paths.repo_root() / "reports" / "default")

@@ -17,6 +17,11 @@ leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
   unencrypted TCP to warn about); ``verbose`` also streams cell output.
 * **Cache**: ``<out>/<stem>/run.json`` keeps the :func:`notebook_fingerprint` of a
   finished run; an unchanged notebook is reused, not executed (``force`` reruns).
+* **Two at a time**: the notebooks are independent (those that share the
+  calibration wait for one search, :func:`dlcluster.validation.calibration.calibrated_params`),
+  so up to ``jobs`` run side by side, each in its own kernel: one notebook's
+  single-core cells use the core the other leaves idle. After a failure no
+  new notebook starts; those running finish.
 """
 
 from __future__ import annotations
@@ -129,11 +134,13 @@ def _engine_name() -> str:
     return "dlcluster"
 
 
-def _kernel_manager_class(socket_dir: Path, started: list):
+def _kernel_manager_class(socket_dir: Path, started: list, env: dict[str, str] | None = None):
     """A kernel manager on IPC sockets in ``socket_dir`` (no TCP, so no transport warning).
 
     Each kernel it starts is appended to ``started`` as ``(manager, process)``,
     so that an interrupt can kill it even when nbclient's own cleanup is cut short.
+    ``env``: variables added to the kernel's environment (this process's own is
+    shared by notebooks running side by side).
     """
     from jupyter_client.manager import AsyncKernelManager
 
@@ -143,6 +150,10 @@ def _kernel_manager_class(socket_dir: Path, started: list):
                 kwargs.setdefault("transport", "ipc")
                 kwargs.setdefault("ip", str(socket_dir / "kernel"))
             super().__init__(**kwargs)
+
+        async def _async_pre_start_kernel(self, **kwargs):
+            kwargs["env"] = {**kwargs.get("env", os.environ), **(env or {})}
+            return await super()._async_pre_start_kernel(**kwargs)
 
         async def _async_post_start_kernel(self, **kwargs):
             started.append((self, self.provisioner.process))
@@ -234,11 +245,15 @@ def reusable_run(out_dir: Path, stem: str, current: str, html: bool) -> dict | N
 
 def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "python3", html: bool = True,
                      on_cell: Callable[[int, int], None] | None = None, verbose: bool = False,
-                     progress_file: Path | None = None, fingerprint: str | None = None) -> Path:
+                     progress_file: Path | None = None, fingerprint: str | None = None,
+                     kernels: list | None = None, stop: threading.Event | None = None) -> Path:
     """Run one notebook into ``out_dir``; its ``fingerprint``, if given, is written last (``<stem>/run.json``).
 
     On Ctrl-C the kernel is killed and none of the notebook's complete-looking
     outputs (``.ipynb``, ``.html``, ``results.json``, ``run.json``) is left.
+    ``kernels``: the list its kernel is added to (for another thread to kill);
+    ``stop``: set by the thread that killed it, so that the notebook's failure
+    is taken for the interrupt it is (raised here as ``KeyboardInterrupt``).
     """
     import papermill as pm
 
@@ -252,19 +267,21 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
         stale.unlink(missing_ok=True)
     given = notebook_params(params, stem, declared, out_dir / stem)
     socket_dir = Path(tempfile.mkdtemp(prefix="dlcluster-kernel-"))
-    managers: list = []
-    previous_env = os.environ.get(PROGRESS_ENV)
+    managers: list = kernels if kernels is not None else []
+    env = {PROGRESS_ENV: str(progress_file)} if progress_file is not None else {}
     try:
-        if progress_file is not None:
-            os.environ[PROGRESS_ENV] = str(progress_file)
         try:
             pm.execute_notebook(str(nb), str(tmp), parameters=given, kernel_name=kernel, cwd=str(repo_root()),
                                 progress_bar=False, log_output=verbose, engine_name=_engine_name(),
-                                on_cell=on_cell, kernel_manager_class=_kernel_manager_class(socket_dir, managers),
+                                on_cell=on_cell, kernel_manager_class=_kernel_manager_class(socket_dir, managers, env),
                                 shutdown_kernel="immediate")  # kill at the end: no graceful interrupt to report
         except KeyboardInterrupt:
             raise
-        except Exception as exc:  # papermill raises PapermillExecutionError for cell failures
+        except BaseException as exc:  # papermill raises PapermillExecutionError for cell failures
+            if stop is not None and stop.is_set():   # its kernel was killed by the interrupt (whatever nbclient
+                raise KeyboardInterrupt from exc      # raises then: a dead kernel, a cancelled task)
+            if not isinstance(exc, Exception):
+                raise
             if tmp.exists():
                 os.replace(tmp, failed)
             raise NotebookFailed(f"{nb.name} failed in {_failed_cell(exc, failed)} (executed copy: {failed})") from exc
@@ -281,10 +298,6 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
                 partial.unlink(missing_ok=True)
         raise
     finally:
-        if previous_env is None:
-            os.environ.pop(PROGRESS_ENV, None)
-        else:
-            os.environ[PROGRESS_ENV] = previous_env
         shutil.rmtree(socket_dir, ignore_errors=True)
     return outputs["notebook"]
 
@@ -315,59 +328,124 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+#: Notebooks run side by side by :func:`run_reports` (``make reports`` is budgeted on 2 cores).
+DEFAULT_JOBS = 2
+
+
+class _Run:
+    """One notebook to execute, and where it got to (for the interrupt's message)."""
+
+    def __init__(self, number: int, total: int, nb: Path, fingerprint: str):
+        self.nb, self.fingerprint = nb, fingerprint
+        self.prefix = f"[{number}/{total}] {nb.stem}"
+        self.kernels: list = []
+        self.where = "before its first cell"
+        self.started = time.monotonic()
+        # set when its thread is done: waited on rather than the thread, since a Thread.join() that Ctrl-C
+        # interrupts can take the thread for finished while it still runs (CPython before 3.13)
+        self.finished = threading.Event()
+        self.error: BaseException | None = None
+
+    def elapsed(self) -> str:
+        return format_duration(time.monotonic() - self.started)
+
+
 def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only: list[str] | None = None,
                 html: bool = True, *, notebooks_dir: str | Path | None = None, force: bool = False,
-                verbose: bool = False, echo: Callable[[str], None] | None = None) -> list[Path]:
-    """Execute (or reuse, when unchanged) each notebook, then write the index page.
+                verbose: bool = False, echo: Callable[[str], None] | None = None,
+                jobs: int = DEFAULT_JOBS) -> list[Path]:
+    """Execute (or reuse, when unchanged) each notebook, up to ``jobs`` side by side, then write the index page.
 
-    ``echo``: where progress lines go (default: stdout, flushed). Raises
-    :class:`NotebookFailed` or :class:`ReportsInterrupted` (the index is then left as it was).
+    ``echo``: where progress lines go (default: stdout, flushed; one line at a time). Raises
+    :class:`NotebookFailed` (after the notebooks running beside the failed one have finished) or
+    :class:`ReportsInterrupted` (the index is then left as it was).
     """
     import papermill as pm
 
-    echo = echo or (lambda line: print(line, flush=True))
+    if int(jobs) != jobs or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    say = echo or (lambda line: print(line, flush=True))
+    lines = threading.Lock()
+
+    def echo_line(line: str) -> None:
+        with lines:
+            say(line)
+
     params_path = Path(params_path)
     params = read_params(params_path)
     # absolute: notebooks run with the repository as working directory
     out_dir = Path(out_dir).resolve() if out_dir else repo_root() / "reports" / params_path.stem
     notebooks = list_notebooks(Path(notebooks_dir) if notebooks_dir else repo_root() / "notebooks", only)
-    done, status = [], {}
-    echo(f"dlcluster reports: {len(notebooks)} notebook(s) with {params_path} -> {out_dir}")
+    status: dict[str, str] = {}
+    echo_line(f"dlcluster reports: {len(notebooks)} notebook(s) with {params_path} -> {out_dir}")
+    queue = []
     for number, nb in enumerate(notebooks, start=1):
-        prefix = f"[{number}/{len(notebooks)}] {nb.stem}"
         given = notebook_params(params, nb.stem, set(pm.inspect_notebook(str(nb)).keys()), out_dir / nb.stem)
         current = notebook_fingerprint(nb, given)
         record = None if force else reusable_run(out_dir, nb.stem, current, html)
         if record is not None:
             status[nb.stem] = f"reused (unchanged since {record['finished']})"
-            echo(f"{prefix}: {status[nb.stem]}")
-            done.append(out_dir / f"{nb.stem}.ipynb")
-            continue
-        started = time.monotonic()
-        where = {"cell": "before its first cell"}
+            echo_line(f"[{number}/{len(notebooks)}] {nb.stem}: {status[nb.stem]}")
+        else:
+            queue.append(_Run(number, len(notebooks), nb, current))
+    _engine_name()   # registered once, before any thread uses it
+    stop = threading.Event()
 
-        def on_cell(cell: int, total: int, prefix=prefix, started=started, where=where) -> None:
-            where["cell"] = f"at cell {cell}/{total}"
-            echo(f"{prefix}: cell {cell}/{total} ... ({format_duration(time.monotonic() - started)})")
+    def execute(run: _Run) -> None:
+        def on_cell(cell: int, total: int) -> None:
+            if stop.is_set():   # Ctrl-C came before this notebook's kernel could be killed: stop here
+                raise KeyboardInterrupt
+            run.where = f"at cell {cell}/{total}"
+            echo_line(f"{run.prefix}: cell {cell}/{total} ... ({run.elapsed()})")
 
-        echo(f"{prefix}: running")
-        progress_file = out_dir / f".{nb.stem}.progress.jsonl"
+        progress_file = out_dir / f".{run.nb.stem}.progress.jsonl"
         progress_file.unlink(missing_ok=True)
         try:
-            with ProgressTail(progress_file, lambda line, prefix=prefix: echo(f"{prefix}: {line}")):
-                done.append(execute_notebook(
-                    nb, out_dir, params, html=html, on_cell=on_cell, verbose=verbose, progress_file=progress_file,
-                    fingerprint=current))
-        except KeyboardInterrupt:
-            raise ReportsInterrupted(
-                f"interrupted: {nb.name} {where['cell']} after {format_duration(time.monotonic() - started)}; "
-                f"its kernel was stopped and none of its outputs kept; {len(done)} notebook(s) before it are "
-                f"complete; {out_dir / 'index.html'} was not updated") from None
+            with ProgressTail(progress_file, lambda line: echo_line(f"{run.prefix}: {line}")):
+                execute_notebook(run.nb, out_dir, params, html=html, on_cell=on_cell, verbose=verbose,
+                                 progress_file=progress_file, fingerprint=run.fingerprint, kernels=run.kernels,
+                                 stop=stop)
+        except BaseException as exc:   # KeyboardInterrupt too: the interrupt's cleanup is done, the caller reports
+            run.error = exc
+            return
         finally:
             progress_file.unlink(missing_ok=True)
-        elapsed = format_duration(time.monotonic() - started)
-        status[nb.stem] = f"executed in {elapsed}"
-        echo(f"{prefix}: done in {elapsed}")
+            run.finished.set()
+        status[run.nb.stem] = f"executed in {run.elapsed()}"
+        echo_line(f"{run.prefix}: done in {run.elapsed()}")
+
+    running: list[_Run] = []
+    finished: list[_Run] = []
+    try:
+        while queue or running:
+            while queue and len(running) < jobs and not any(r.error for r in finished):
+                run = queue.pop(0)
+                run.started = time.monotonic()
+                echo_line(f"{run.prefix}: running")
+                threading.Thread(target=execute, args=(run,), name=f"notebook {run.nb.stem}", daemon=True).start()
+                running.append(run)
+            if not running:
+                break   # a notebook failed: none is started after it
+            running[0].finished.wait(timeout=0.2)   # a short wait, so that Ctrl-C reaches this thread
+            finished.extend(r for r in running if r.finished.is_set())
+            running = [r for r in running if not r.finished.is_set()]
+    except KeyboardInterrupt:
+        stop.set()
+        with _interrupts_ignored():
+            for run in running:
+                _kill_kernels(run.kernels)
+            for run in running:
+                run.finished.wait()
+        where = ", ".join(f"{r.nb.name} {r.where} after {r.elapsed()}" for r in running) or "between notebooks"
+        complete = len(status)   # reused or executed
+        raise ReportsInterrupted(
+            f"interrupted: {where}; {'its kernel was' if len(running) == 1 else 'their kernels were'} stopped and "
+            f"none of {'its' if len(running) == 1 else 'their'} outputs kept; {complete} notebook(s) are complete; "
+            f"{out_dir / 'index.html'} was not updated") from None
+    failed = [r for r in finished if r.error is not None]
+    if failed:
+        raise failed[0].error
+    done = [out_dir / f"{nb.stem}.ipynb" for nb in notebooks]
     write_index(out_dir, params_path, done, status=status)
-    echo(f"dlcluster reports: wrote {out_dir / 'index.html'}")
+    echo_line(f"dlcluster reports: wrote {out_dir / 'index.html'}")
     return done
