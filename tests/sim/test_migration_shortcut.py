@@ -67,6 +67,17 @@ def test_a_gang_larger_than_a_server_has_room_where_one_rack_holds_it():
     assert room(cluster, job)                                # rack 0: 4 free + 2 own = 6
 
 
+def test_what_a_job_needs_is_rebuilt_for_each_attempt():
+    cluster = ClusterState(CLUSTER)
+    cluster.allocate(1, [(0, 4), (1, 4), (2, 3), (3, 3)])   # free: s2 1, s3 1
+    job = spread_job(cluster, [(2, 1), (3, 1)], Locality.RACK)   # on rack 1's two servers, nothing else free
+    assert not room(cluster, job)
+    moved = ClusterState(CLUSTER)
+    moved.allocate(1, [(0, 2), (1, 3), (2, 4), (3, 4)])     # free: s0 2, s1 1
+    job.alloc = moved.allocate(job.idx, [(0, 1), (1, 1)])   # its next attempt, on rack 0; free now: s0 1
+    assert room(moved, job)                                  # s0: 1 free + 1 own (s2 and s3 have none free)
+
+
 @SETTINGS
 @given(scenarios())
 def test_the_shortcut_never_changes_a_simulation(scenario):

@@ -45,6 +45,8 @@ class Job:
         # progress of the current attempt
         "work_left", "speed", "progress_at", "resume_at", "attempt_start", "alloc", "shape", "num_racks",
         "attempt_level", "end_token", "attempt_token", "fail_at",
+        # what a server or rack must have free to hold this attempt's gang (the migration's, built on first use)
+        "tighter_needs",
         # queueing
         "key", "level", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
         # policy state
@@ -75,6 +77,7 @@ class Job:
         self.resume_at = 0.0
         self.attempt_start = 0.0
         self.alloc = ()
+        self.tighter_needs = None
         self.shape = ()
         self.num_racks = 0
         self.attempt_level = 0

@@ -114,15 +114,29 @@ def _room_for_tighter(cluster, job, server_free: int, rack_free: int) -> bool:
     of a job that cannot move (they took most of a migrating replay's time). ``server_free``, ``rack_free``: the
     most free GPUs on one server and on one rack (:func:`_most_free`)."""
     g = job.gpus_now
-    server = job.min_level == Locality.SERVER and g <= cluster.max_cap
-    rack = job.min_level <= Locality.RACK < job.attempt_level
-    if (server and server_free >= g) or (rack and rack_free >= g):
+    if job.min_level == Locality.SERVER and server_free >= g:
         return True
-    free, rack_of = cluster.free, cluster.rack_of
+    if job.min_level <= Locality.RACK < job.attempt_level and rack_free >= g:
+        return True
+    needs = job.tighter_needs
+    if needs is None or needs[0] is not job.alloc:   # another attempt since they were built
+        needs = job.tighter_needs = _tighter_needs(cluster, job)
+    free, rack_free_now = cluster.free, cluster.rack_free
+    return any(free[s] >= k for s, k in needs[1]) or any(rack_free_now[r] >= k for r, k in needs[2])
+
+
+def _tighter_needs(cluster, job) -> tuple:
+    """``(alloc, ((server, GPUs it must have free), ...), ((rack, GPUs), ...))``: a server or rack the job is on holds
+    it once its own GPUs there are free, if it has that many free (servers only where the job may take one server,
+    racks only where a rack is tighter than its attempt)."""
+    g = job.gpus_now
+    own: dict[int, int] = {}
     own_rack: dict[int, int] = {}
     for s, mask in job.alloc:
         k = mask.bit_count()
-        if server and free[s] + k >= g:
-            return True
-        own_rack[rack_of[s]] = own_rack.get(rack_of[s], 0) + k
-    return rack and any(cluster.rack_free[r] + k >= g for r, k in own_rack.items())
+        own[s] = own.get(s, 0) + k
+        own_rack[cluster.rack_of[s]] = own_rack.get(cluster.rack_of[s], 0) + k
+    server = job.min_level == Locality.SERVER and g <= cluster.max_cap
+    rack = job.min_level <= Locality.RACK < job.attempt_level
+    return (job.alloc, tuple((s, g - k) for s, k in own.items()) if server else (),
+            tuple((r, g - k) for r, k in own_rack.items()) if rack else ())
