@@ -22,7 +22,7 @@ setup: $(STAMP) ## create .venv, install the project (editable) with its pinned 
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --no-compile -e '.[test]'
+	$(PIP) -e '.[test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name dlcluster --display-name "Python (dlcluster)" >/dev/null
 	@touch $@
 

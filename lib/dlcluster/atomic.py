@@ -16,36 +16,35 @@ def umask_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
+@contextlib.contextmanager
+def atomic_target(path: str | Path):
+    """A temporary file beside ``path`` for the ``with`` block to write: renamed to ``path`` (atomic on POSIX) when
+    the block ends, removed if it raises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        yield Path(tmp)
         os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
+    with atomic_target(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file and rename (atomic on POSIX)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_target(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
 
 
 @contextlib.contextmanager

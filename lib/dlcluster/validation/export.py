@@ -17,14 +17,12 @@ Two tables (:func:`replay_tables`), written beside a notebook's results by
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..atomic import umask_mode
+from ..atomic import atomic_target
 from ..sim.sampler import PENDING_BUCKETS
 from .replay import Replay
 
@@ -65,15 +63,8 @@ def replay_tables(rep: Replay) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         frame.to_parquet(tmp, index=False)
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
