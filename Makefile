@@ -20,9 +20,13 @@ help: ## list the targets
 
 setup: $(STAMP) ## create .venv, install the project (editable) with its pinned dependencies and its Jupyter kernel
 
+# The bytecode is written after the install, on every core and without the packages' own test suites, which
+# nothing imports (pip would compile every file, one at a time): a third of the install's time. Bytecode is a cache,
+# so a file that does not compile (another Python's test data) is left to be compiled by nobody, as pip leaves it.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[test]'
+	$(PIP) --no-compile -e '.[test]'
+	$(BIN)/python -m compileall -qq -j 0 -x '/tests/' $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name dlcluster --display-name "Python (dlcluster)" >/dev/null
 	@touch $@
 

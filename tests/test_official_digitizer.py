@@ -41,6 +41,30 @@ def test_round_trip_meets_the_target():
     assert summary["points_clean"] > 1000
 
 
+def test_the_digitization_margin_is_measured_once_and_read_back_exactly(tmp_path, monkeypatch):
+    """Notebooks 00, 01 and 02 share one measurement of the digitizer's error (a cache over its code and the
+    installed packages): the first call measures, the others read the same summary, other settings measure again."""
+    from dlcluster.analysis import official as analysis_official
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    measured = []
+    real = accuracy.round_trip
+
+    def counted(seed, count):
+        measured.append((seed, count))
+        return real(seed, count)
+
+    monkeypatch.setattr(accuracy, "round_trip", counted)
+    first = analysis_official.digitization(seed=1, count=2)
+    assert measured == [(1, 2)] and first.summary == real(1, 2).summary()
+    again = analysis_official.digitization(seed=1, count=2)
+    assert measured == [(1, 2)] and again.summary == first.summary and again.margin_pp == first.margin_pp
+    analysis_official.digitization(seed=2, count=2)
+    assert measured == [(1, 2), (2, 2)]
+    assert len(list(tmp_path.glob("official-digitization-*.json"))) == 2
+
+
 def test_a_known_curve_reads_back_its_quantiles_and_distance():
     sample = _lognormal(1)
     read = _read([(sample, BUCKET["2-4"])])

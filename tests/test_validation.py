@@ -1,6 +1,7 @@
 """The simulator-validation helpers on constructed cases with known answers."""
 
 import json
+import pickle
 import shutil
 from dataclasses import asdict, replace
 
@@ -361,9 +362,10 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     first = vcache.calibrated_params("public", fit_days=2, space=SMALL_SPACE, n_trials=3, replay_days=3, warmup_days=1,
                                      cache_dir=tmp_path)
     files = sorted(f.name for f in tmp_path.glob("calibration-*"))
-    # the study, the result, the lock that keeps a second process from searching beside this one, and the calibrated
-    # replay the held-out figures were measured on
-    assert files == [f"calibration-{first.key}.{ext}" for ext in ("db", "json", "lock", "replay.pickle")]
+    # the study, the result, the lock that keeps a second process from searching beside this one, the calibrated
+    # replay the held-out figures were measured on and the workloads it replayed
+    assert files == [f"calibration-{first.key}.{ext}" for ext in ("db", "json", "lock", "replay.pickle",
+                                                                  "workloads.pickle")]
     assert len(first.trials) == 3
     # the first trial is the start point: unlimited lending, no reclaim, relax after 3 min, overhead-only latency
     assert first.trials.loc[0, "relax_after_s"] == 180.0 and first.trials["reclaim_after_s"].isna()[0]
@@ -403,6 +405,17 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     assert sorted(f.name for f in tmp_path.glob("calibration-*.json")) == sorted(
         f"calibration-{key}.json" for key in (first.key, other.key))
     assert len(again.full_replay.workload) == 111549
+    # the stored workloads are those built from the trace
+    built = vcache.replay_workloads("public", 0, 3, 1)
+    stored = pickle.loads((tmp_path / f"calibration-{first.key}.workloads.pickle").read_bytes())
+    assert pd.Series(vars(stored.alignment)).equals(pd.Series(vars(built.alignment)))
+    pd.testing.assert_frame_equal(stored.waits, built.waits)
+    for part in ("full", "replay"):
+        ours, theirs = getattr(stored, part), getattr(built, part)
+        for field in ("arrival_s", "num_gpus", "service_s", "vc"):
+            np.testing.assert_array_equal(getattr(ours.workload, field), getattr(theirs.workload, field))
+        np.testing.assert_array_equal(ours.vc_source, theirs.vc_source)
+        np.testing.assert_array_equal(ours.dre_jobid, theirs.dre_jobid)
     with pytest.raises(ValueError, match="not a ReplayParams field"):
         vcache.calibrated_params("public", space={"nope": [1]}, cache_dir=tmp_path)
     # no cache_dir: the calibration is looked up in $DLCLUSTER_CACHE_DIR (here a doctored copy, to see it is read)

@@ -17,7 +17,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 #: Files of a package folder that are not part of its code version.
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
@@ -75,8 +75,9 @@ def environment_version() -> str:
     from numpy._core import _multiarray_umath as simd
     from threadpoolctl import threadpool_info
 
-    packages = sorted({(d.metadata["Name"].lower().replace("_", "-"), d.version) for d in metadata.distributions()
-                       if d.metadata["Name"] and d.metadata["Name"].lower() not in INSTALLERS})
+    headers = [d.metadata for d in metadata.distributions()]   # each parsed once (``d.version`` parses it again)
+    packages = sorted({(h["Name"].lower().replace("_", "-"), h["Version"]) for h in headers
+                       if h["Name"] and h["Name"].lower() not in INSTALLERS})
     blas = sorted((i.get("internal_api"), i.get("version"), i.get("architecture"), i.get("threading_layer"),
                    i.get("num_threads")) for i in threadpool_info() if i.get("user_api") == "blas")
     described = {
@@ -87,3 +88,25 @@ def environment_version() -> str:
         "blas": [list(map(str, b)) for b in blas],
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+
+
+def cached_json(name: str, settings: dict, modules: Iterable[str], compute: Callable[[], dict]) -> dict:
+    """``compute()``, a JSON-ready mapping, computed once per installation and then read back.
+
+    Kept in the cache folder (:func:`dlcluster.paths.cache_dir`) as ``<name>-<key>.json``, the key a sha256 of
+    ``settings``, the code of ``modules`` (:func:`code_version`) and the installed environment: for a result of
+    code alone (no data) that several notebooks and processes ask for. A second process asking meanwhile waits for the
+    first one's answer. Floats come back exactly (JSON writes their shortest exact form).
+    """
+    from .atomic import atomic_write_text, exclusive_lock
+    from .paths import cache_dir
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    digest.update(code_version(modules).encode())
+    digest.update(environment_version().encode())
+    path = cache_dir() / f"{name}-{digest.hexdigest()[:20]}.json"
+    if not path.exists():
+        with exclusive_lock(path.with_suffix(".lock")):
+            if not path.exists():
+                atomic_write_text(path, json.dumps(compute()))
+    return json.loads(path.read_text())

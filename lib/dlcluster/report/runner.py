@@ -49,6 +49,13 @@ from ..atomic import atomic_write_text
 from ..codeversion import code_version, environment_version
 from ..paths import data_dir, repo_root
 
+# nbformat validates notebooks with jsonschema, which imports rfc3987_syntax where it is installed (jupyterlab's
+# jupyter-events brings it) only to check the "iri" string formats, which no notebook schema uses. Its import compiles
+# 39 grammars: ~2.5 s of every `dlcluster reports` and of every process that runs a notebook. Marked absent before
+# papermill loads, jsonschema goes without those two format checks (it has no other use of the module).
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
+
 #: Papermill's tag on the cell it adds with the given parameters (not a cell of the source notebook).
 INJECTED_TAG = "injected-parameters"
 #: Folders of data/ left out of the fingerprint: the full trace, large and described by its own manifest.
