@@ -277,6 +277,38 @@ def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neig
     assert (m.rule_id == FALLBACK_RULE_ID) == (hybrid_reason != NO_SIGNATURE)
 
 
+def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, monkeypatch):
+    """Trained once per installation (kept in the cache folder), then read back: the same guesses as the model
+    trained on the measured messages here, and no second training."""
+    from dlcluster.analysis import classify as cl
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    trained = []
+    real_model = cl.LearnedFallback
+
+    def counted(*args, **kwargs):
+        trained.append(1)
+        return real_model(*args, **kwargs)
+
+    monkeypatch.setattr(cl, "LearnedFallback", counted)
+    cl.default_fallback.cache_clear()
+    try:
+        first = cl.default_fallback()
+        cl.default_fallback.cache_clear()   # as in another process
+        again = cl.default_fallback()
+    finally:
+        cl.default_fallback.cache_clear()
+    assert len(trained) == 1 and again is not first
+    assert len(list((tmp_path / "fallback-cv").glob("default-*.pickle"))) == 1
+    texts = ["CUDA out of memory. Tried to allocate 2.00 GiB", "best_val_loss = inf", "Killed the stale worker"]
+    here = real_model(*cl._training_set(cl.measured_messages(), True), FallbackSettings())
+    assert [(g.best, g.neighbour) for g in again.guess_many(texts)] == [(g.best, g.neighbour) for g in
+                                                                        here.guess_many(texts)]
+    assert [g.confidence for g in again.guess_many(texts)] == pytest.approx(
+        [g.confidence for g in here.guess_many(texts)], abs=1e-12)
+
+
 def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monkeypatch):
     """Notebook 04 and the tests cross-validate the same fits: a second run trains nothing and gives the same
     table; another training set is another fit."""

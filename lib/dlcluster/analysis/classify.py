@@ -248,8 +248,29 @@ def _corpus_logs(corpus_dir: str | Path | None = None) -> tuple[pd.DataFrame, li
 def default_fallback() -> LearnedFallback:
     """The fallback trained on the labelled real messages with the chosen settings (cached per process).
 
-    Sets not yet measured are left out (:func:`measured_messages`), so that the model stays blind to them."""
-    return train_fallback(measured_messages())
+    Sets not yet measured are left out (:func:`measured_messages`), so that the model stays blind to them. Trained
+    once per installation and kept in the cache folder (a pickle of this machine's own model) under a key over its
+    training set, its settings, the code and the installed packages: notebook 04, the failure model of notebook 06
+    and each of its workers, and ``dlcluster classify-logs`` use it (~3 s to train)."""
+    import pickle
+
+    from ..atomic import atomic_write_bytes, exclusive_lock
+    from ..codeversion import code_version, environment_version
+    from ..paths import cache_dir
+
+    settings = FallbackSettings()
+    texts, reasons, ids = _training_set(measured_messages(), settings.with_corpus)
+    digest = hashlib.sha256(json.dumps([texts, reasons, ids, asdict(settings)]).encode())
+    digest.update(code_version(["dlcluster.analysis.classify", "dlcluster.analysis.fallback"]).encode())
+    digest.update(environment_version().encode())
+    path = cache_dir() / "fallback-cv" / f"default-{digest.hexdigest()[:24]}.pickle"
+    if not path.exists():
+        with exclusive_lock(path.with_suffix(".lock")):
+            if not path.exists():
+                model = LearnedFallback(texts, reasons, ids, settings)
+                atomic_write_bytes(path, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
+                return model
+    return pickle.loads(path.read_bytes())
 
 
 def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> LearnedFallback | None:

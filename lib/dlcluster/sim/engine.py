@@ -113,6 +113,8 @@ class Simulator:
             slowdown = default_slowdown_model()
         self.slowdown = no_slowdown if slowdown is None else getattr(slowdown, "speed", slowdown)
         self._ideal = self.slowdown is no_slowdown   # every job at speed 1: no neighbour ever changes it
+        # what of its neighbours a job's speed depends on (SlowdownModel.colocation); any other callable: their count
+        self._colocation = getattr(slowdown, "colocation", "count")
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
         if not self.policy.backfill and quotas is not None and lending:
@@ -490,8 +492,12 @@ class Simulator:
     def _speed_of(self, job: Job) -> float:
         jobs_on = self.cluster.jobs_on
         alloc = job.alloc
-        if len(alloc) == 1:
+        if self._colocation == "none":
+            colocated = 0
+        elif len(alloc) == 1:
             colocated = len(jobs_on[alloc[0][0]]) - 1
+        elif self._colocation == "any":
+            colocated = int(any(len(jobs_on[s]) > 1 for s, _ in alloc))
         elif sum(len(jobs_on[s]) for s, _ in alloc) == len(alloc):
             colocated = 0
         else:
@@ -507,7 +513,7 @@ class Simulator:
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
         """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
-        if self._ideal:
+        if self._ideal or self._colocation == "none":
             return
         jobs_on, me = self.cluster.jobs_on, job.idx
         if len(job.alloc) == 1:

@@ -67,6 +67,13 @@ class SlowdownModel:
 
     __call__ = speed
 
+    @property
+    def colocation(self) -> str:
+        """What of a job's neighbours its speed depends on (the simulator reads it to skip needless work): ``"none"``
+        when colocation costs nothing (a running job's speed then never changes), else ``"any"`` (whether another
+        job shares one of its servers, not how many)."""
+        return "none" if self.colocated_one_server == 1.0 and self.colocated_spread == 1.0 else "any"
+
     def with_interference(self, colocated_one_server: float, colocated_spread: float, source: str) -> "SlowdownModel":
         """This model with assumed colocation factors, and where they come from (``source``, shown with results)."""
         return replace(self, colocated_one_server=float(colocated_one_server), colocated_spread=float(colocated_spread),
