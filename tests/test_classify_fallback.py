@@ -277,13 +277,10 @@ def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neig
     assert (m.rule_id == FALLBACK_RULE_ID) == (hybrid_reason != NO_SIGNATURE)
 
 
-def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, monkeypatch):
-    """Trained once per installation (kept in the cache folder), then read back: the same guesses as the model
-    trained on the measured messages here, and no second training."""
+def _count_trainings(monkeypatch) -> list:
+    """Count the fallbacks trained from now on (one entry per training), each trained as before."""
     from dlcluster.analysis import classify as cl
-    from dlcluster.paths import CACHE_DIR_ENV
 
-    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     trained = []
     real_model = cl.LearnedFallback
 
@@ -292,6 +289,18 @@ def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, m
         return real_model(*args, **kwargs)
 
     monkeypatch.setattr(cl, "LearnedFallback", counted)
+    return trained
+
+
+def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, monkeypatch):
+    """Trained once per installation (kept in the cache folder), then read back: the same guesses as the model
+    trained on the measured messages here, and no second training."""
+    from dlcluster.analysis import classify as cl
+    from dlcluster.paths import CACHE_DIR_ENV
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    real_model = cl.LearnedFallback
+    trained = _count_trainings(monkeypatch)
     cl.default_fallback.cache_clear()
     try:
         first = cl.default_fallback()
@@ -320,14 +329,7 @@ def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monke
     messages = cl.measured_messages()
     messages = messages[messages["split"].isin(["heldout5", "heldout6"])]
     grid = {"C": [10.0], "with_corpus": [False], "threshold": [0.3]}
-    trained = []
-    real_model = cl.LearnedFallback
-
-    def counted(*args, **kwargs):
-        trained.append(1)
-        return real_model(*args, **kwargs)
-
-    monkeypatch.setattr(cl, "LearnedFallback", counted)
+    trained = _count_trainings(monkeypatch)
     first = cl.cross_validate_fallback(messages, grid=grid)
     assert len(trained) == 2 and len(list((tmp_path / "fallback-cv").glob("*.json"))) == 2   # one fit per split
     again = cl.cross_validate_fallback(messages, grid=grid)
