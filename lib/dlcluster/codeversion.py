@@ -90,23 +90,29 @@ def environment_version() -> str:
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
-def cached_json(name: str, settings: dict, modules: Iterable[str], compute: Callable[[], dict]) -> dict:
-    """``compute()``, a JSON-ready mapping, computed once per installation and then read back.
+def cached_result(name: str, settings, modules: Iterable[str], compute: Callable[[], object], *,
+                  pickled: bool = False):
+    """``compute()``, computed once per installation and then read back.
 
-    Kept in the cache folder (:func:`dlcluster.paths.cache_dir`) as ``<name>-<key>.json``, the key a sha256 of
-    ``settings``, the code of ``modules`` (:func:`code_version`) and the installed environment: for a result of
-    code alone (no data) that several notebooks and processes ask for. A second process asking meanwhile waits for the
-    first one's answer. Floats come back exactly (JSON writes their shortest exact form).
+    Kept in the cache folder (:func:`dlcluster.paths.cache_dir`) as ``<name>-<key>.json`` (``name`` may hold a
+    subfolder), the key a sha256 of ``settings`` (JSON-ready), the code of ``modules`` (:func:`code_version`) and the
+    installed environment: for a result several notebooks and processes ask for. A second process asking meanwhile
+    waits for the first one's answer. A JSON result's floats come back exactly (JSON writes their shortest exact
+    form); ``pickled``: a ``.pickle`` instead, for an object that is not JSON-ready (a cache of this machine's own
+    objects, never shared data).
     """
-    from .atomic import atomic_write_text, exclusive_lock
+    import pickle
+
+    from .atomic import atomic_write_bytes, exclusive_lock
     from .paths import cache_dir
 
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     digest.update(code_version(modules).encode())
     digest.update(environment_version().encode())
-    path = cache_dir() / f"{name}-{digest.hexdigest()[:20]}.json"
+    path = cache_dir() / f"{name}-{digest.hexdigest()[:20]}.{'pickle' if pickled else 'json'}"
+    dump, load = (pickle.dumps, pickle.loads) if pickled else (lambda v: json.dumps(v).encode(), json.loads)
     if not path.exists():
         with exclusive_lock(path.with_suffix(".lock")):
             if not path.exists():
-                atomic_write_text(path, json.dumps(compute()))
-    return json.loads(path.read_text())
+                atomic_write_bytes(path, dump(compute()))
+    return load(path.read_bytes())

@@ -252,25 +252,13 @@ def default_fallback() -> LearnedFallback:
     once per installation and kept in the cache folder (a pickle of this machine's own model) under a key over its
     training set, its settings, the code and the installed packages: notebook 04, the failure model of notebook 06
     and each of its workers, and ``dlcluster classify-logs`` use it (~3 s to train)."""
-    import pickle
-
-    from ..atomic import atomic_write_bytes, exclusive_lock
-    from ..codeversion import code_version, environment_version
-    from ..paths import cache_dir
+    from ..codeversion import cached_result
 
     settings = FallbackSettings()
     texts, reasons, ids = _training_set(measured_messages(), settings.with_corpus)
-    digest = hashlib.sha256(json.dumps([texts, reasons, ids, asdict(settings)]).encode())
-    digest.update(code_version(["dlcluster.analysis.classify", "dlcluster.analysis.fallback"]).encode())
-    digest.update(environment_version().encode())
-    path = cache_dir() / "fallback-cv" / f"default-{digest.hexdigest()[:24]}.pickle"
-    if not path.exists():
-        with exclusive_lock(path.with_suffix(".lock")):
-            if not path.exists():
-                model = LearnedFallback(texts, reasons, ids, settings)
-                atomic_write_bytes(path, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
-                return model
-    return pickle.loads(path.read_bytes())
+    return cached_result("fallback-cv/default", [texts, reasons, ids, asdict(settings)],
+                         ["dlcluster.analysis.classify", "dlcluster.analysis.fallback"],
+                         lambda: LearnedFallback(texts, reasons, ids, settings), pickled=True)
 
 
 def _fallback_for(rules: RuleSet, fallback: FallbackArg) -> LearnedFallback | None:

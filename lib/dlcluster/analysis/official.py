@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..codeversion import cached_json
+from ..codeversion import cached_result
 from ..sources.official import accuracy, curves
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 
@@ -45,9 +45,9 @@ class Digitization:
 def digitization(seed: int = ROUND_TRIP["seed"], count: int = ROUND_TRIP["count"]) -> Digitization:
     """The round trip's summary, measured once per installation (~7 s; notebooks 00, 01 and 02 each ask): it depends
     on the digitizer's code and the installed packages (matplotlib draws the known figures), which key its cache."""
-    summary = cached_json("official-digitization", {"seed": int(seed), "count": int(count)},
-                          ["dlcluster.sources.official", __name__],
-                          lambda: accuracy.round_trip(seed, count).summary())
+    summary = cached_result("official-digitization", {"seed": int(seed), "count": int(count)},
+                            ["dlcluster.sources.official", __name__],
+                            lambda: accuracy.round_trip(seed, count).summary())
     return Digitization(summary)
 
 

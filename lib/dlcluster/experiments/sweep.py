@@ -32,7 +32,6 @@ import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections import Counter
@@ -42,6 +41,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ..atomic import atomic_target
 from ..codeversion import code_version, environment_version
 from ..paths import cache_dir as default_cache_dir
 from ..report.progress import emit as emit_progress
@@ -111,15 +111,8 @@ def _call(fn: Callable, params: dict):
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _progress(total: int, cached: int, enabled: bool):
