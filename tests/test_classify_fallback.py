@@ -278,28 +278,29 @@ def test_the_default_fallback_on_the_rules_near_misses(text, hybrid_reason, neig
 
 
 def _count_trainings(monkeypatch) -> list:
-    """Count the fallbacks trained from now on (one entry per training), each trained as before."""
+    """Record the fallbacks trained from now on (each call's arguments and the model), each trained as before."""
     from dlcluster.analysis import classify as cl
 
     trained = []
     real_model = cl.LearnedFallback
 
     def counted(*args, **kwargs):
-        trained.append(1)
-        return real_model(*args, **kwargs)
+        model = real_model(*args, **kwargs)
+        trained.append((args, kwargs, model))
+        return model
 
     monkeypatch.setattr(cl, "LearnedFallback", counted)
     return trained
 
 
 def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, monkeypatch):
-    """Trained once per installation (kept in the cache folder), then read back: the same guesses as the model
-    trained on the measured messages here, and no second training."""
+    """Trained once per installation (kept in the cache folder) on the measured messages and the corpus with the
+    chosen settings, then read back: the same guesses as the model trained in this process, and no second
+    training."""
     from dlcluster.analysis import classify as cl
     from dlcluster.paths import CACHE_DIR_ENV
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
-    real_model = cl.LearnedFallback
     trained = _count_trainings(monkeypatch)
     cl.default_fallback.cache_clear()
     try:
@@ -310,12 +311,15 @@ def test_the_default_fallback_is_trained_once_and_read_back_the_same(tmp_path, m
         cl.default_fallback.cache_clear()
     assert len(trained) == 1 and again is not first
     assert len(list((tmp_path / "fallback-cv").glob("default-*.pickle"))) == 1
-    texts = ["CUDA out of memory. Tried to allocate 2.00 GiB", "best_val_loss = inf", "Killed the stale worker"]
-    here = real_model(*cl._training_set(cl.measured_messages(), True), FallbackSettings())
-    assert [(g.best, g.neighbour) for g in again.guess_many(texts)] == [(g.best, g.neighbour) for g in
-                                                                        here.guess_many(texts)]
-    assert [g.confidence for g in again.guess_many(texts)] == pytest.approx(
-        [g.confidence for g in here.guess_many(texts)], abs=1e-12)
+    (texts, reasons, ids, settings), _, here = trained[0]
+    assert [texts, reasons, ids] == list(cl._training_set(cl.measured_messages(), True)) and len(texts) > 1000
+    assert settings == FallbackSettings() and settings.with_corpus
+    probes = ["CUDA out of memory. Tried to allocate 2.00 GiB", "best_val_loss = inf", "Killed the stale worker"]
+    for model in (first, again):   # each read back from the cache folder
+        assert [(g.best, g.neighbour) for g in model.guess_many(probes)] == [(g.best, g.neighbour) for g in
+                                                                             here.guess_many(probes)]
+        assert [g.confidence for g in model.guess_many(probes)] == pytest.approx(
+            [g.confidence for g in here.guess_many(probes)], abs=1e-12)
 
 
 def test_the_cross_validation_reads_its_fits_back_from_the_cache(tmp_path, monkeypatch):

@@ -9,9 +9,16 @@ in use.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 #: Size buckets of the pending counts (upper GPU bound of each; the last is open).
 PENDING_BUCKETS = ("1", "2-4", "5-8", "gt8")
 _BOUNDS = (1, 4, 8)
+#: The counts of each sample, in the order :meth:`Sampler.until` records them.
+COUNTS = ("allocated_gpus", "free_gpus", "idle_servers", "fragmented_free_gpus", "running_jobs", "waiting_jobs",
+          *(f"pending_jobs_{b}" for b in PENDING_BUCKETS), *(f"pending_gpus_{b}" for b in PENDING_BUCKETS))
 
 
 def pending_bucket(num_gpus: int) -> int:
@@ -23,26 +30,46 @@ def pending_bucket(num_gpus: int) -> int:
 
 
 class Sampler:
-    """Samples ``sim``'s state every ``sim.sample_interval_s``."""
+    """Samples ``sim``'s state every ``sim.sample_interval_s``.
+
+    Kept run-length encoded: one state per call to :meth:`until` with how many sample times it covers. A run's
+    long quiet stretches (its last jobs draining for weeks after the last arrival) would otherwise cost one tuple
+    per minute. :meth:`columns` expands it; sample ``k`` is at ``k * interval``.
+    """
 
     def __init__(self, sim):
         self.sim = sim
         self.interval = sim.sample_interval_s
         self.count = 0
         self.next = 0.0
-        self.rows = []
-        self.vc_rows = []
+        self.states = []    # (GPU and job counts, each VC's GPUs in use)
+        self.repeats = []   # how many consecutive samples each state covers
 
     def until(self, now: float) -> None:
+        """Record the current state at every sample time before ``now`` not yet recorded."""
+        if not self.next < now:
+            return
         c, sim = self.sim.cluster, self.sim
-        row = (c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
-               len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus)
-        vcs = tuple(sim.vc_used)
-        while self.next < now:
-            self.rows.append((self.next, *row))
-            self.vc_rows.append(vcs)
-            self.count += 1
-            self.next = self.count * self.interval
+        covered = max(1, math.ceil(now / self.interval) - self.count)
+        # ceil on a float quotient may be off by one at an exact multiple: settle it as the per-sample loop would
+        while (self.count + covered - 1) * self.interval >= now:
+            covered -= 1
+        while (self.count + covered) * self.interval < now:
+            covered += 1
+        self.states.append(((c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
+                             len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus),
+                            tuple(sim.vc_used)))
+        self.repeats.append(covered)
+        self.count += covered
+        self.next = self.count * self.interval
+
+    def columns(self, num_vcs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample times, the counts (one row per sample, :data:`COUNTS`) and each VC's GPUs in use (a row each)."""
+        repeats = np.asarray(self.repeats, dtype=np.int64)
+        counts = np.asarray([s for s, _ in self.states], dtype=np.int64).reshape(len(repeats), len(COUNTS))
+        vcs = np.asarray([v for _, v in self.states], dtype=np.int64).reshape(len(repeats), num_vcs)
+        times = np.arange(self.count, dtype=np.int64) * self.interval
+        return times, np.repeat(counts, repeats, axis=0), np.repeat(vcs, repeats, axis=0)
 
 
 def progress_bar(total: int, enabled: bool):
