@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
 
 from ..report.plotting import SIZE_COLORS, seconds_axis
@@ -250,6 +249,10 @@ def servers_trend(locality: pd.DataFrame, bucket: str, alpha: float = 0.05) -> T
     effects), so the slope compares jobs of the same size spread differently
     rather than large jobs (which need more servers) with small ones.
     """
+    # imported here: statsmodels.api loads all of statsmodels (~1 s), and every notebook kernel and sweep worker
+    # imports this module, for the waits, while only notebook 01's trend regresses
+    import statsmodels.api as sm
+
     df = locality[locality["bucket"] == bucket]
     if len(df) < MIN_TREND_JOBS or df["num_servers"].nunique() < 2:
         raise ValueError(f"bucket {bucket!r}: need >= 5 jobs over >= 2 server counts for a trend; "
