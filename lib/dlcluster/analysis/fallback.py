@@ -82,8 +82,11 @@ class LearnedFallback:
         self.reasons = np.asarray(reasons, dtype=object)
         self.ids = np.asarray(ids, dtype=object)
         self._features, train = fit_features(texts) if features is None else features
-        # one binary regression per reason (liblinear): as accurate out of fold as a multinomial one, 5x faster
-        self._model = OneVsRestClassifier(LogisticRegression(C=settings.C, solver="liblinear", random_state=0)
+        # one binary regression per reason (liblinear): as accurate out of fold as a multinomial one, 5x faster;
+        # solved in its dual (coordinate descent), as scikit-learn advises where features (~75,000 n-grams)
+        # outnumber texts (~1,000): the same optimum, 3-4x faster (max_iter: C=100 needs more than 100 passes)
+        self._model = OneVsRestClassifier(LogisticRegression(C=settings.C, solver="liblinear", dual=True,
+                                                             max_iter=1000, random_state=0)
                                           ).fit(train, self.reasons)
         self._n_word_features = len(self._features.transformer_list[0][1].vocabulary_)
         self._train_chars = self._chars(train)
