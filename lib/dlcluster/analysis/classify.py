@@ -251,7 +251,7 @@ def default_fallback() -> LearnedFallback:
     Sets not yet measured are left out (:func:`measured_messages`), so that the model stays blind to them. Trained
     once per installation and kept in the cache folder (a pickle of this machine's own model) under a key over its
     training set, its settings, the code and the installed packages: notebook 04, the failure model of notebook 06
-    and each of its workers, and ``dlcluster classify-logs`` use it (~3 s to train)."""
+    and each of its workers, and ``dlcluster classify-logs`` use it (~2 s to train)."""
     from ..codeversion import cached_result
 
     settings = FallbackSettings()
