@@ -52,6 +52,46 @@ def code_version(modules: Iterable[str]) -> str:
 
 #: Installed distributions that cannot change a result: the tools that install the others.
 INSTALLERS = frozenset({"pip", "setuptools", "wheel"})
+#: The project's extras for working on it, not for computing a result: ``make test`` and ``make lab`` install them
+#: after ``make reports`` may have run without them.
+DEVELOPMENT_EXTRAS = ("test", "lab")
+
+
+def _requirement_closure(roots: list, installed: dict) -> set[str]:
+    """Canonical names of the installed distributions that requirements ``roots`` pull in, transitively
+    (``installed``: canonical name -> metadata headers)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen, todo = set(), list(roots)
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        headers = installed.get(name)
+        if headers is None or (name, frozenset(req.extras)) in seen:
+            continue
+        seen.add((name, frozenset(req.extras)))
+        for text in headers.get_all("Requires-Dist") or ():
+            sub = Requirement(text)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+                todo.append(sub)
+    return {name for name, _ in seen}
+
+
+def development_only(headers) -> set[str]:
+    """Canonical names of the installed distributions that only the project's :data:`DEVELOPMENT_EXTRAS` pull in
+    (pytest, ruff, JupyterLab and what they need, not what the project itself needs): installing them changes no
+    result. ``headers``: the installed distributions' metadata. Empty where the project is not installed (its
+    requirements are unknown)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    installed = {canonicalize_name(h["Name"]): h for h in headers if h["Name"]}
+    if "dlcluster" not in installed:
+        return set()
+    core = _requirement_closure([Requirement("dlcluster")], installed)
+    everything = _requirement_closure([Requirement(f"dlcluster[{','.join(DEVELOPMENT_EXTRAS)}]")], installed)
+    return everything - core
 
 
 @lru_cache(maxsize=1)
@@ -61,8 +101,8 @@ def environment_version() -> str:
     Computed once per process (reading every distribution's metadata takes a fraction of a second); none of it
     changes while a process runs.
 
-    * every installed distribution's name and version (:data:`INSTALLERS` aside), so a pin bump in
-      ``pyproject.toml``, once installed, invalidates every cached result;
+    * every installed distribution's name and version (:data:`INSTALLERS` and :func:`development_only` aside),
+      so a pin bump in ``pyproject.toml``, once installed, invalidates every cached result;
     * numpy's SIMD: the targets compiled in (baseline, dispatch) and the CPU features in use
       (``NPY_DISABLE_CPU_FEATURES`` turns some off), since sorts and reductions take other paths on other ones;
     * the BLAS libraries loaded by numpy and scipy.linalg: implementation, version, kernel
@@ -75,9 +115,12 @@ def environment_version() -> str:
     from numpy._core import _multiarray_umath as simd
     from threadpoolctl import threadpool_info
 
+    from packaging.utils import canonicalize_name
+
     headers = [d.metadata for d in metadata.distributions()]   # each parsed once (``d.version`` parses it again)
+    left_out = INSTALLERS | development_only(headers)
     packages = sorted({(h["Name"].lower().replace("_", "-"), h["Version"]) for h in headers
-                       if h["Name"] and h["Name"].lower() not in INSTALLERS})
+                       if h["Name"] and canonicalize_name(h["Name"]) not in left_out})
     blas = sorted((i.get("internal_api"), i.get("version"), i.get("architecture"), i.get("threading_layer"),
                    i.get("num_threads")) for i in threadpool_info() if i.get("user_api") == "blas")
     described = {

@@ -140,6 +140,7 @@ class Simulator:
         self.users = UserState(self, user_limits) if user_limits is not None else None
         self.waiting: dict[int, Job] = {}
         self.pending_jobs, self.pending_gpus = [0] * 4, [0] * 4   # waiting jobs and their GPUs per size bucket
+        self._bucket_of = [pending_bucket(g) for g in range(int(workload.num_gpus.max()) + 1)]   # by job size
         self.running: dict[int, Job] = {}
         self.spread_running: dict[int, Job] = {}     # running wider than they must (for consolidation)
         self.rejections: dict[int, str] = {}
@@ -358,7 +359,7 @@ class Simulator:
         group = self.groups[job.vc].setdefault(job.gpus_now, {}).setdefault(job.level, [])
         bisect.insort(group, (job.key, job))
         self.waiting[job.idx] = job
-        b = pending_bucket(job.num_gpus)
+        b = self._bucket_of[job.num_gpus]
         self.pending_jobs[b] += 1
         self.pending_gpus[b] += job.gpus_now
 
@@ -372,7 +373,7 @@ class Simulator:
             if not by_level:
                 del by_gpus[job.gpus_now]
         del self.waiting[job.idx]
-        b = pending_bucket(job.num_gpus)
+        b = self._bucket_of[job.num_gpus]
         self.pending_jobs[b] -= 1
         self.pending_gpus[b] -= job.gpus_now
 
@@ -619,8 +620,12 @@ class Simulator:
         quota, cap, used = self.quota, self.vc_cap, self.vc_used
         state = PassState()
         borrowers = []
-        # a job may be listed twice (enqueued, then held or relaxed at the same instant)
-        for _, job in sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values()):
+        # a job may be listed twice (enqueued, then held or relaxed at the same instant); most passes bring one
+        if len(jobs) == 1:
+            listed = [(jobs[0].key, jobs[0])] if jobs[0].state is _WAITING and jobs[0].level >= 0 else ()
+        else:
+            listed = sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values())
+        for _, job in listed:
             if self._stop_placing(state):
                 return
             if job.state is not _WAITING:

@@ -101,24 +101,27 @@ def attempt_waits(rep: Replay, retry_overhead_s=None) -> pd.DataFrame:
     """
     jobs, att = rep.result.jobs, rep.result.attempts
     att = att[~att["prerun"]] if "prerun" in att else att
-    latency = pd.Series(rep.latency_s if rep.latency_s is not None else np.zeros(len(jobs)),
-                        index=jobs["jobid"].to_numpy())
-    info = jobs.set_index("jobid")
+    latency = np.asarray(rep.latency_s if rep.latency_s is not None else np.zeros(len(jobs)), dtype=float)
     start, end = att["start_s"].to_numpy(float), att["end_s"].to_numpy(float)
     first = (att["attempt"] == 0).to_numpy()
     ids = att["jobid"].to_numpy()
-    arrival = info["arrival_s"].reindex(ids).to_numpy(float)
-    lat = latency.reindex(ids).to_numpy(float)
+    # each attempt's job row, looked up once (the job ids are strings: each lookup by them costs a hash of all)
+    row = pd.Index(jobs["jobid"].to_numpy()).get_indexer(ids)
+    if (row < 0).any():
+        raise ValueError(f"attempts of jobs the replay does not list, e.g. {ids[row < 0][0]!r}")
+    info = jobs.iloc[row]
+    arrival = info["arrival_s"].to_numpy(float)
+    lat = latency[row]
     previous_end = np.concatenate([[np.nan], end[:-1]])
     wait = np.where(first, start - arrival + lat, start - previous_end)
     if retry_overhead_s is not None:
         extra = np.zeros(len(wait))
         extra[~first] = np.asarray(retry_overhead_s, dtype=float)[: int((~first).sum())]
         wait = wait + extra
-    gpus = info["num_gpus"].reindex(ids).to_numpy()
-    return pd.DataFrame({"jobid": ids, "vc": info["vc"].reindex(ids).astype(str).to_numpy(),
+    gpus = info["num_gpus"].to_numpy()
+    return pd.DataFrame({"jobid": ids, "vc": info["vc"].astype(str).to_numpy(),
                          "bucket": size_bucket(pd.Series(gpus, dtype=float)).astype(str).to_numpy(),
-                         "submitted": pd.DatetimeIndex(info["submitted"].reindex(ids)) - pd.to_timedelta(lat, unit="s"),
+                         "submitted": pd.DatetimeIndex(info["submitted"]) - pd.to_timedelta(lat, unit="s"),
                          "attempt": att["attempt"].to_numpy(), "wait_s": np.maximum(wait, 0.0)})
 
 
