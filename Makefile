@@ -33,7 +33,7 @@ define install
 	$(BIN)/python -m ipykernel install --sys-prefix --name dlcluster --display-name "Python (dlcluster)" >/dev/null
 endef
 
-# make reports installs only what computes the reports (a third fewer packages: ~25 s less of a cold run); the
+# make reports installs only what computes the reports (105 packages instead of 149: pip 36 s instead of 58 s); the
 # development extras (test, lab) change no cached result (dlcluster.codeversion.development_only)
 $(STAMP): pyproject.toml
 	$(call install,.)
