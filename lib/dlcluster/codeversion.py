@@ -113,9 +113,8 @@ def environment_version() -> str:
     import numpy  # noqa: F401  (loads numpy's BLAS for threadpoolctl to see)
     import scipy.linalg  # noqa: F401  (and scipy's)
     from numpy._core import _multiarray_umath as simd
-    from threadpoolctl import threadpool_info
-
     from packaging.utils import canonicalize_name
+    from threadpoolctl import threadpool_info
 
     headers = [d.metadata for d in metadata.distributions()]   # each parsed once (``d.version`` parses it again)
     left_out = INSTALLERS | development_only(headers)

@@ -620,12 +620,8 @@ class Simulator:
         quota, cap, used = self.quota, self.vc_cap, self.vc_used
         state = PassState()
         borrowers = []
-        # a job may be listed twice (enqueued, then held or relaxed at the same instant); most passes bring one
-        if len(jobs) == 1:
-            listed = [(jobs[0].key, jobs[0])] if jobs[0].state is _WAITING and jobs[0].level >= 0 else ()
-        else:
-            listed = sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values())
-        for _, job in listed:
+        # a job may be listed twice (enqueued, then held or relaxed at the same instant)
+        for _, job in sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values()):
             if self._stop_placing(state):
                 return
             if job.state is not _WAITING:
