@@ -167,7 +167,7 @@ def test_scorecard_rows_without_a_figure_show_no_nan(tmp_path):
     page = write_index(tmp_path, params, [], command=["x"]).read_text()
     scorecard = page.split("<h2 id='scorecard'>")[1].split("<h2")[0]
     assert ">nan<" not in scorecard and "nan</small>" not in scorecard and "nan ·" not in scorecard
-    assert "how Philly scheduled: an input of the simulator" in scorecard
+    assert "How Philly scheduled: an input of the simulator" in scorecard
 
 
 def test_the_full_trace_is_a_second_reference_on_the_index_page(tmp_path):
@@ -191,3 +191,40 @@ def test_the_full_trace_is_a_second_reference_on_the_index_page(tmp_path):
     assert "Figure 5, Pass, 8 GPU vs the full trace" in page and "2.2 beyond the 4.4 allowed" in page
     scorecard = json.loads((tmp_path / "scorecard.json").read_text())
     assert scorecard["official"]["counts"] == {"reproduced": 1, "differs": 1, "not comparable": 0}
+
+
+def _official(rep, comparison, verdict, detail, n, like):
+    rep.add(f"official.{comparison}.verdict", verdict, f"{comparison} vs the full trace")
+    rep.add(f"official.{comparison}.detail", detail)
+    rep.add(f"official.{comparison}.n", n)
+    rep.add(f"official.{comparison}.like_for_like", like)
+
+
+def test_the_index_shows_n_and_like_for_like_and_folds_what_does_not_compare(tmp_path):
+    """Rows that compare come first with their n and like-for-like statement; the others are folded under their
+    reasons, each a sentence (no code), in the page and in scorecard.json."""
+    rep = Report(tmp_path / "09-x", "09-x", params={"seed": 0})
+    _official(rep, "fig2.1.rfold", "reproduced", "KS 3.0 <= 5.8 points.", 4000,
+              "like for like: the same definition (run time); the same selection (every job)")
+    for vc in ("abc", "def"):
+        _official(rep, f"fig3.{vc}.2-4", "not comparable", "Another definition: ours is first waits, the "
+                  "reference's is every attempt's wait; too few jobs (2; at least 100 needed).", 2,
+                  "not like for like: another definition")
+    _official(rep, "fig5.pass.4", "not comparable", "Another selection: ours is minutes 0-3, the reference's is "
+              "every minute.", 900, "not like for like: another selection")
+    rep.write()
+    page = write_index(tmp_path, tmp_path / "none.yaml", [_executed(tmp_path, "09-x")]).read_text()
+    second = page.split("<h3 id='official'>")[1].split("<h2")[0]
+    compared, folded = second.split("<details>", 1)
+    assert "fig2.1.rfold vs the full trace" in compared and "4,000" in compared
+    assert "like for like: the same definition (run time)" in compared
+    assert "Not comparable: Ours is another quantity: another definition. (2)" in folded
+    assert "Not comparable: Ours is another selection of jobs or minutes. (1)" in folded
+    assert folded.index("another definition. (2)") < folded.index("another selection of jobs or minutes. (1)")
+    scorecard = page.split("<h2 id='scorecard'>")[1].split("<h3")[0]
+    assert "<details><summary>Not comparable: " in scorecard and " is not == " not in scorecard
+    doc = json.loads((tmp_path / "scorecard.json").read_text())
+    assert doc["official"]["counts"] == {"reproduced": 1, "differs": 0, "not comparable": 3}
+    row = next(r for r in doc["official"]["rows"] if r["comparison"] == "fig3.abc.2-4")
+    assert row["n"] == 2 and row["like_for_like"] == "not like for like: another definition"
+    assert all({"n", "like_for_like", "detail"} <= set(r) for r in doc["rows"])

@@ -41,7 +41,7 @@ from statsmodels.duration.survfunc import SurvfuncRight
 from statsmodels.stats.proportion import proportion_confint
 
 from ..ordering import counts_desc
-from ..trace.schema import SIZE_BUCKETS, size_bucket
+from ..trace.schema import BUCKET_KEYS, SIZE_BUCKETS, size_bucket
 
 FINAL_STATUSES = ("Pass", "Killed", "Failed")
 UNSUCCESSFUL = ("Killed", "Failed")
@@ -229,6 +229,25 @@ def failure_rate_by_size(jobs: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
         rows.append({"size_bucket": bucket, "jobs": n, "failed": k,
                      "failed_pct": 100 * k / n if n else np.nan, "ci_low_pct": 100 * lo, "ci_high_pct": 100 * hi})
     return pd.DataFrame(rows)
+
+
+def failed_share_steps(by_size: pd.DataFrame) -> pd.DataFrame:
+    """From each size bucket with jobs to the next larger one (:func:`failure_rate_by_size`'s table): the change of
+    the failed share in points, with Newcombe's hybrid score interval (method 10: from the two Wilson intervals),
+    whose confidence is theirs. A direction ("more GPUs, more failures") holds only where it excludes zero.
+
+    Rows: step ("2-4_to_5-8", bucket keys), smaller, larger, diff_pct, ci_low_pct, ci_high_pct.
+    """
+    shown = by_size[by_size["jobs"] > 0].reset_index(drop=True)
+    rows = []
+    for (_, a), (_, b) in zip(shown.iloc[:-1].iterrows(), shown.iloc[1:].iterrows(), strict=True):
+        diff = b["failed_pct"] - a["failed_pct"]
+        low = diff - np.hypot(b["failed_pct"] - b["ci_low_pct"], a["ci_high_pct"] - a["failed_pct"])
+        high = diff + np.hypot(b["ci_high_pct"] - b["failed_pct"], a["failed_pct"] - a["ci_low_pct"])
+        rows.append({"step": f"{BUCKET_KEYS[a['size_bucket']]}_to_{BUCKET_KEYS[b['size_bucket']]}",
+                     "smaller": a["size_bucket"], "larger": b["size_bucket"], "diff_pct": float(diff),
+                     "ci_low_pct": float(low), "ci_high_pct": float(high)})
+    return pd.DataFrame(rows, columns=["step", "smaller", "larger", "diff_pct", "ci_low_pct", "ci_high_pct"])
 
 
 def user_failure_summary(jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

@@ -1,16 +1,20 @@
 """Our figures held against the full trace's own: the official notebook's Figures 2-7, digitized.
 
 The trace's authors drew Figures 2-7 from the **full trace** (:mod:`dlcluster.sources.official`). Each of our
-curves is set beside the matching digitized curve, in the same units and definitions as the official code, and
-given a distance and a verdict:
+curves is set beside the matching digitized curve and given a distance and a verdict:
 
 * KS: the largest vertical gap in CDF points (:func:`dlcluster.sources.official.curves.ks_distance`, which
   allows a steep stretch to sit anywhere within the line's width);
-* ``reproduced`` when the KS is within the digitization's measured worst error plus the 5% sampling margin of
-  our sample's size (``136 / sqrt(n)`` points, n = the jobs behind our sample: samples of one job are not
-  independent), else ``differs`` by how much beyond that.
+* the verdict, by the project's one standard (:func:`dlcluster.report.verdicts.judge`): both sides state their
+  definition and selection (the full trace's: :data:`REFERENCE`, from the official code; ours: passed in by the
+  notebook), and a comparison on another definition or selection, or on fewer than
+  :data:`~dlcluster.report.verdicts.MIN_JOBS` jobs, is ``not comparable``, with why. Otherwise ``reproduced`` when
+  the KS is within the digitization's measured worst error plus the 5% sampling margin of our sample's size
+  (``136 / sqrt(n)`` points, n = the jobs behind our sample: samples of one job are not independent), else
+  ``differs`` by how much beyond that.
 
 :func:`digitization` measures the digitizer's error on known CDFs drawn in the same style (the margin above).
+:func:`add_verdict` writes a comparison's verdict, reason, n and both sides into a notebook's results.
 """
 
 from __future__ import annotations
@@ -21,12 +25,64 @@ import numpy as np
 import pandas as pd
 
 from ..codeversion import cached_result
+from ..report import verdicts as vd
 from ..sources.official import accuracy, curves
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 
 #: The known figures the digitization error is measured on (seeded, so the margin is the same on every run).
 ROUND_TRIP = {"seed": 0, "count": 16}
 OFFICIAL_COLOR = "0.15"
+
+_FULL_TRACE = "full trace: official notebook Figure {}, digitized"
+#: The full trace's side of each figure, from the official code (data/external/official_notebook/README.md).
+REFERENCE = {
+    "2": vd.Side("run time: the last attempt's end - the first attempt's start, minutes",
+                 "every job of the full trace with both known, all statuses, per size bucket", _FULL_TRACE.format(2)),
+    "3": vd.Side("queueing delay: every attempt's wait (the first: first start - submit; each later one: its start - "
+                 "the previous attempt's end), waits of 0 dropped, minutes",
+                 "every job of the full trace, per VC and size bucket", _FULL_TRACE.format(3)),
+    "5": vd.Side("GPU utilization: the per-minute samples of each of a job's GPUs, %",
+                 "every minute of every attempt with a known start and end, jobs of 1, 4, 8 or 16 GPUs of the full "
+                 "trace, per final status", _FULL_TRACE.format(5)),
+    "6": vd.Side("GPU utilization: the per-minute samples of each of a job's GPUs, %",
+                 "every minute of the attempts of 8- and 16-GPU jobs on whole 8-GPU servers, all statuses",
+                 _FULL_TRACE.format(6)),
+    "7.cpu": vd.Side("host CPU utilization: per-minute server samples, %", "every server, every minute of the trace",
+                     _FULL_TRACE.format(7)),
+    "7.memory": vd.Side("host memory used: (total - free) / total, per-minute server samples, %",
+                        "every server, every minute of the trace", _FULL_TRACE.format(7)),
+}
+
+#: Our side of Figure 2 for each public job set (any other, a job table by the schema: the reference's own terms).
+FIG2_JOB_SETS = {
+    "rfold": ("run time: RFold's duration, minutes",
+              ("RFold's derivation of the released job log (jobs of every status, submits from 2017-08-15), per size "
+               "bucket")),
+    "pollux": ("run time: the Pollux job set's duration, minutes (its derivation is not documented)",
+               ("the Pollux job set (submits 2017-09-04..2017-12-22; fewer jobs than RFold's over its span, read as "
+                "the passed jobs only), per size bucket")),
+    "dre": ("run time: the last attempt's end - start, minutes (the records keep no earlier attempt)",
+            "the DRE records: multi-GPU jobs that ran at least 5 minutes, Pass and Failed only, per size bucket"),
+}
+
+
+#: Why a job set's Figure 2 is like for like with the full trace's though its words differ: (same definition, same
+#: selection). RFold's authors do not document either; the evidence is the project's own (notebook 05).
+FIG2_ARGUMENTS = {
+    "rfold": (("matched job by job to the DRE records (notebook 05, jobsets.rfold_duration_*), RFold's duration "
+               "equals the record's run time for a job that ran once and is longer for a retried one: it is the last "
+               "attempt's end - the first attempt's start"),
+              ("RFold holds jobs of every status derived from the released job log, the full trace's own source; "
+               "which jobs it leaves out is not documented (111,549 against the released log's count, which needs "
+               "`make data`), so a share of jobs missing at random would not move the curve, a selection by run "
+               "time would")),
+}
+
+
+def fig2_side(job_set: str, label: str) -> vd.Side:
+    """Our side of Figure 2 for a job set (``label``: its data label)."""
+    definition, selection = FIG2_JOB_SETS.get(job_set, (REFERENCE["2"].definition, REFERENCE["2"].selection))
+    return vd.Side(definition, selection, label)
 
 
 @dataclass(frozen=True)
@@ -51,17 +107,69 @@ def digitization(seed: int = ROUND_TRIP["seed"], count: int = ROUND_TRIP["count"
     return Digitization(summary)
 
 
-def compare(points: pd.DataFrame, sample, margin_pp: float, weights=None, n: float | None = None) -> dict:
-    """One of our samples against one digitized official curve: KS, where, n, allowed, verdict and its text.
+#: Our side where it is not the reference's: the public data's first waits (Figure 3) and minutes 0-3 after start
+#: (Figures 5-7); a raw-format trace read in full measures by the reference's own terms.
+PUBLIC_SIDES = {
+    "3": (("queueing delay: the first attempt's wait only (first start - submit, the start reconstructed as DRE's "
+           "end - RFold's duration), waits of 0 dropped, minutes"),
+          ("the DRE records with a reconstructed first wait (multi-GPU jobs that ran at least 5 minutes), per VC and "
+           "size bucket")),
+    "5": (REFERENCE["5"].definition, ("minutes 0-3 after each DRE record's (last attempt's) start, jobs of 4, 8 or 16 "
+                                      "GPUs that ran at least 5 minutes, per final status (Pass and Failed only)")),
+    "6": (REFERENCE["6"].definition,
+          "minutes 0-3 after the start of DRE records of 8 and 16 GPUs on whole 8-GPU servers"),
+    "7.cpu": (REFERENCE["7.cpu"].definition, "the DRE records' servers, minutes -10 to 3 around each record's start"),
+    "7.memory": ("host memory: DRE's memory series, % (its definition is not the official one: notebook 02)",
+                 "the DRE records' servers, minutes -10 to 3 around each record's start"),
+}
 
-    ``n``: the independent units behind ``sample`` (jobs), for the sampling margin; default its length.
+
+def our_side(figure: str, public: bool, label: str) -> vd.Side:
+    """Our side of a comparison with the full trace's ``figure`` ("3", "5", "6", "7.cpu", "7.memory"): on the
+    public data (:data:`PUBLIC_SIDES`), or a trace read in full, by the reference's own terms, except the host
+    samples, which the trace reader keeps per job and server (and whose memory series is read as the record gives
+    it; the official code computes (total - free) / total)."""
+    if public:
+        return vd.Side(*PUBLIC_SIDES[figure], label)
+    if figure.startswith("7."):
+        definition = REFERENCE[figure].definition if figure == "7.cpu" else "host memory: the memory series as read, %"
+        return vd.Side(definition, "the host samples the trace reader keeps: the servers of jobs, while they run",
+                       label)
+    return vd.Side(REFERENCE[figure].definition, REFERENCE[figure].selection, label)
+
+
+def compare(points: pd.DataFrame, sample, margin_pp: float, ours: vd.Side, reference: vd.Side, weights=None,
+            n: float | None = None, same_definition: str = "", same_selection: str = "") -> dict:
+    """One of our samples against one digitized official curve: KS, where, n, allowed, and the verdict by
+    :func:`dlcluster.report.verdicts.judge` (verdict, detail: its reason, like_for_like, and both sides' statements).
+
+    ``n``: the independent units behind ``sample`` (jobs), for the sampling margin and the floor; default its length.
+    ``same_definition`` / ``same_selection``: why the sides are like for like where their words differ.
     """
     values = np.asarray(sample, dtype=float)
     n = float(len(values) if n is None else n)
-    ks, at = curves.ks_distance(points, values, weights)
-    outcome, allowed, text = curves.verdict(ks, n, margin_pp) if n > 0 else ("not comparable", np.nan,
-                                                                              "no sample of ours")
-    return {"ks": ks, "ks_at": at, "n": n, "allowed_pp": allowed, "verdict": outcome, "detail": text}
+    ks, at = curves.ks_distance(points, values, weights) if n > 0 else (np.nan, np.nan)
+    if n > 0:
+        within, allowed, text = curves.within_margin(ks, n, margin_pp)
+        result = vd.MISSING if within is None else vd.HOLDS if within else vd.FAILS
+    else:
+        allowed, result, text = np.nan, vd.MISSING, "no sample of ours"
+    judged = vd.judge(vd.Outcome(result, text), ours, reference, n, same_definition=same_definition,
+                      same_selection=same_selection)
+    return {"ks": ks, "ks_at": at, "n": n, "allowed_pp": allowed, "verdict": judged.verdict, "detail": judged.reason,
+            "like_for_like": judged.like_for_like, "ours": ours.statement(), "reference": reference.statement()}
+
+
+def add_verdict(rep, prefix: str, row, what: str) -> None:
+    """Write one comparison into a notebook's results: ``<prefix>.verdict`` (described by ``what``), ``.detail``
+    (the reason), ``.n``, ``.ours``, ``.reference`` and ``.like_for_like`` (:func:`compare`'s fields; ``row`` a
+    dict or a named tuple)."""
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    rep.add(f"{prefix}.verdict", get("verdict"), what)
+    rep.add(f"{prefix}.detail", get("detail"))
+    rep.add(f"{prefix}.n", get("n"), "jobs behind our side of the comparison")
+    for part in ("ours", "reference", "like_for_like"):
+        rep.add(f"{prefix}.{part}", get(part))
 
 
 def weighted_quantile(values, weights, q: float) -> float:
@@ -76,10 +184,12 @@ def weighted_quantile(values, weights, q: float) -> float:
 # --------------------------------------------------------------------------- Figure 2
 
 
-def fig2_table(points: pd.DataFrame, job_sets: dict[str, pd.DataFrame], margin_pp: float) -> pd.DataFrame:
+def fig2_table(points: pd.DataFrame, job_sets: dict[str, pd.DataFrame], margin_pp: float,
+               sides: dict[str, vd.Side]) -> pd.DataFrame:
     """Figure 2, per size bucket and job set: our run times (``num_gpus``, ``run_time_min``) against the full
-    trace's curve. Rows: bucket, job_set, n, median_min (ours), official_median_min, ks, allowed_pp, verdict,
-    detail."""
+    trace's curve; ``sides``: job set -> our side (:func:`fig2_side`; :data:`FIG2_ARGUMENTS` says why where its
+    words differ from the reference's). Rows: bucket, job_set, n, median_min (ours),
+    official_median_min, ks, allowed_pp, verdict, detail and :func:`compare`'s other fields."""
     official = points[points["figure"] == 2]
     rows = []
     for bucket in SIZE_BUCKETS:
@@ -87,7 +197,9 @@ def fig2_table(points: pd.DataFrame, job_sets: dict[str, pd.DataFrame], margin_p
         for name, jobs in job_sets.items():
             part = jobs.loc[size_bucket(jobs["num_gpus"].astype(float)).astype(str) == bucket, "run_time_min"]
             part = part[np.isfinite(part.to_numpy(dtype=float))]
-            row = compare(curve, part, margin_pp)
+            same_definition, same_selection = FIG2_ARGUMENTS.get(name, ("", ""))
+            row = compare(curve, part, margin_pp, sides[name], REFERENCE["2"], same_definition=same_definition,
+                          same_selection=same_selection)
             rows.append({"bucket": bucket, "job_set": name,
                          "median_min": float(np.median(part)) if len(part) else np.nan,
                          "official_median_min": curves.crossing(curve, 50.0), **row})
@@ -114,22 +226,24 @@ def official_delay_summary(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fig3_table(points: pd.DataFrame, waits: pd.DataFrame, margin_pp: float) -> pd.DataFrame:
+def fig3_table(points: pd.DataFrame, waits: pd.DataFrame, margin_pp: float, ours: vd.Side) -> pd.DataFrame:
     """Figure 3 per VC and size bucket: our waits (``vc``, ``bucket``, ``wait_min``; zeros already dropped, as
-    the official code drops them) against the full trace's curve, beside its median and p90."""
+    the official code drops them; ``ours``: what they are) against the full trace's curve, beside its median and
+    p90."""
     fig3 = points[points["figure"] == 3]
     summary = official_delay_summary(points).set_index(["vc", "bucket"])
     rows = []
     for (vc, bucket), official_row in summary.iterrows():
         curve = fig3[(fig3["panel"] == vc) & (fig3["series"] == bucket)]
-        ours = waits.loc[(waits["vc"] == vc) & (waits["bucket"] == bucket), "wait_min"].to_numpy(dtype=float)
-        row = compare(curve, ours, margin_pp) if len(ours) else {
-            "ks": np.nan, "ks_at": np.nan, "n": 0.0, "allowed_pp": np.nan, "verdict": "not comparable",
-            "detail": "no job of ours in this VC and size" + (" (DRE holds no 1-GPU job)" if bucket == "1" else "")}
+        ours_waits = waits.loc[(waits["vc"] == vc) & (waits["bucket"] == bucket), "wait_min"].to_numpy(dtype=float)
+        row = compare(curve, ours_waits, margin_pp, ours, REFERENCE["3"])
+        if not len(ours_waits):
+            row["detail"] = ("No job of ours in this VC and size"
+                             + (" (DRE holds no 1-GPU job)." if bucket == "1" else "."))
         rows.append({"vc": vc, "bucket": bucket, "official_median_min": official_row["median_min"],
                      "official_p90_min": official_row["p90_min"],
-                     "median_min": float(np.median(ours)) if len(ours) else np.nan,
-                     "p90_min": float(np.quantile(ours, 0.9)) if len(ours) else np.nan, **row})
+                     "median_min": float(np.median(ours_waits)) if len(ours_waits) else np.nan,
+                     "p90_min": float(np.quantile(ours_waits, 0.9)) if len(ours_waits) else np.nan, **row})
     return pd.DataFrame(rows)
 
 
@@ -150,10 +264,10 @@ def requeue_bound(retried_share: float, max_attempts: int = 5) -> tuple[float, f
 
 
 def util_comparison(points: pd.DataFrame, counts: pd.DataFrame, value: str, n_jobs: float,
-                    margin_pp: float) -> dict:
+                    margin_pp: float, ours: vd.Side, reference: vd.Side) -> dict:
     """One utilization curve: our value counts (``value``, ``samples``) against the digitized curve, with both
     means (ours from the samples, the official one from the curve: :func:`~.curves.mean_percent`)."""
-    row = compare(points, counts[value], margin_pp, weights=counts["samples"], n=n_jobs)
+    row = compare(points, counts[value], margin_pp, ours, reference, weights=counts["samples"], n=n_jobs)
     mean_ours = float(np.average(counts[value], weights=counts["samples"])) if len(counts) else np.nan
     low, high = curves.mean_bounds(points)
     return {"official_mean": curves.mean_percent(points), "official_mean_low": low, "official_mean_high": high,

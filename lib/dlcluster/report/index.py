@@ -33,6 +33,7 @@ from ..paths import data_dir, repo_root
 from ..atomic import atomic_write_text
 from .notebook import read_results_json
 from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
+from . import verdicts as vd
 from .reproduction import OFFICIAL_REFERENCE, VERDICTS, counts, is_missing, official_card, write_scorecard
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
@@ -233,48 +234,90 @@ def _ours_cell(row) -> str:
     return f"<span title='{_esc(text)}'>{_esc(short)}</span>" + (f"<br><small>{where}</small>" if where else "")
 
 
+def _n_cell(n) -> str:
+    return "" if is_missing(n) else f"{float(n):,.0f}"
+
+
+def _why_cell(row) -> str:
+    """The verdict's reason (a sentence), and under it the like-for-like statement."""
+    statement = getattr(row, "like_for_like", "") or ""
+    return _esc(row.detail) + (f"<br><small>{_esc(statement)}</small>" if statement else "")
+
+
+def _folded(card: pd.DataFrame, render) -> str:
+    """The rows that compare nothing (``not comparable``), folded under their reasons' groups
+    (:func:`.verdicts.reason_group`), the largest group first; ``render`` makes each group's table."""
+    rest = card[card["verdict"] == vd.NOT_COMPARABLE]
+    if rest.empty:
+        return ""
+    groups = rest["reason_group"]
+    order = groups.value_counts(sort=False).sort_index(kind="stable").sort_values(ascending=False, kind="stable")
+    return "".join(f"<details><summary>Not comparable: {_esc(group)} ({count})</summary>"
+                   f"{render(rest[groups == group])}</details>" for group, count in order.items())
+
+
 def scorecard_section(out_dir: Path) -> str:
-    """The reproduction scorecard (:mod:`.reproduction`) as the index page's first section; writes scorecard.json."""
+    """The reproduction scorecard (:mod:`.reproduction`) as the index page's first section; writes scorecard.json.
+    The rows that compare come first, each with its n and like-for-like statement; the others are folded under
+    their reasons."""
     card, path = write_scorecard(out_dir)
     tally = counts(card)
-    shown = pd.DataFrame({
-        "verdict": card["verdict"].map(_verdict),
-        "published (paper section)": [f"{_esc(r.what)}: <b>{_esc(r.published)}</b> (§{_esc(r.section)})"
-                                      for r in card.itertuples()],
-        "provenance": card["provenance"].map(_tag),
-        "ours": [_ours_cell(r) for r in card.itertuples()],
-        "why, or by how much": [_esc(r.detail) + (f"<br><small>like for like: {_esc(r.like_for_like)}</small>"
-                                                  if getattr(r, "like_for_like", "") else "")
-                                for r in card.itertuples()]})
+
+    def render(rows: pd.DataFrame, with_verdict: bool = True) -> str:
+        shown = pd.DataFrame({
+            "verdict": rows["verdict"].map(_verdict),
+            "published (paper section)": [f"{_esc(r.what)}: <b>{_esc(r.published)}</b> (§{_esc(r.section)})"
+                                          for r in rows.itertuples()],
+            "provenance": rows["provenance"].map(_tag),
+            "ours": [_ours_cell(r) for r in rows.itertuples()],
+            "jobs (n)": rows["n"].map(_n_cell) if "n" in rows else "",
+            "why, or by how much": [_why_cell(r) for r in rows.itertuples()]})
+        if not with_verdict:
+            shown = shown.drop(columns=["verdict", "jobs (n)"])
+        return _table(shown, raw_columns=tuple(shown.columns))
+
+    compared = card[card["verdict"] != vd.NOT_COMPARABLE]
     summary = " · ".join(f"{_verdict(v)} {tally[v]}" for v in VERDICTS)
     return (f"<h2 id='scorecard'>Reproduction scorecard</h2><p>Every published value of the paper "
             f"(<code>data/reference/atc19.yaml</code>) beside ours, with a verdict: {summary} "
             f"(of {len(card)}; also in <code>{_esc(path.name)}</code>). <i>Reproduced</i> and <i>differs</i> mean that "
-            f"ours measures the same quantity on comparable data (each says why: data, definition, selection); a "
-            f"simulated or assumed input, another definition or another selection is <i>not comparable</i>, with why. "
-            f"The tolerances and the reasons are in <code>lib/dlcluster/report/reproduction.yaml</code>.</p>"
-            + _table(shown, raw_columns=tuple(shown.columns)) + official_section(out_dir))
+            f"ours measures the same quantity, by the same definition and selection (both sides stated), on at least "
+            f"{vd.MIN_JOBS} real jobs; a finding's direction counts only where its interval excludes zero. Anything "
+            f"else is <i>not comparable</i>, with why. The rules are in "
+            f"<code>lib/dlcluster/report/reproduction.yaml</code>, applied by one function "
+            f"(<code>dlcluster.report.verdicts.judge</code>) to every verdict of the reports.</p>"
+            + (render(compared) if len(compared) else "<p>No published value compares on these reports.</p>")
+            + _folded(card, lambda rows: render(rows, with_verdict=False)) + official_section(out_dir))
 
 
 def official_section(out_dir: Path) -> str:
-    """The second reference: every curve of ours held against the full trace's own figure, with its verdict."""
+    """The second reference: every curve of ours held against the full trace's own figure, with its verdict, n and
+    like-for-like statement; the comparisons that are not comparable folded under their reasons."""
     card = official_card(out_dir)
     if card.empty:
         return (f"<h3 id='official'>Second reference: {_esc(OFFICIAL_REFERENCE)}</h3><p>No notebook of these reports "
                 "compares a curve with the full trace's own figures.</p>")
     tally = counts(card)
-    shown = pd.DataFrame({"verdict": card["verdict"].map(_verdict), "comparison": card["what"].map(_esc),
-                          "distance, and by how much": card["detail"].map(_esc),
-                          "notebook": card["notebook"].map(lambda n: f"<a href='#{_esc(n)}'>{_esc(n)}</a>")})
+
+    def render(rows: pd.DataFrame, with_verdict: bool = True) -> str:
+        shown = pd.DataFrame({"verdict": rows["verdict"].map(_verdict), "comparison": rows["what"].map(_esc),
+                              "jobs (n)": rows["n"].map(_n_cell),
+                              "why, or by how much": [_why_cell(r) for r in rows.itertuples()],
+                              "notebook": rows["notebook"].map(lambda n: f"<a href='#{_esc(n)}'>{_esc(n)}</a>")})
+        if not with_verdict:
+            shown = shown.drop(columns=["verdict"])
+        return _table(shown, raw_columns=tuple(shown.columns))
+
+    compared = card[card["verdict"] != vd.NOT_COMPARABLE]
     summary = " · ".join(f"{_verdict(v)} {tally[v]}" for v in VERDICTS)
     return (f"<h3 id='official'>Second reference: {_esc(OFFICIAL_REFERENCE)}</h3><p>The trace's authors drew "
             "Figures 2-7 from the full trace in their own notebook; digitized (<code>data/public/official</code>, "
-            "error measured in notebook 00), each is held against the same curve of ours. <i>Reproduced</i>: the "
-            "largest vertical gap (KS, CDF points) within the digitization margin plus the 5% sampling margin of our "
-            "sample. "
-            f"{summary} (of {len(card)}).</p>"
-            f"<details open><summary>Every comparison ({len(card)})</summary>"
-            + _table(shown, raw_columns=tuple(shown.columns)) + "</details>")
+            "error measured in notebook 00), each is held against the same curve of ours, by the same standard. "
+            "<i>Reproduced</i>: the largest vertical gap (KS, CDF points) within the digitization margin plus the 5% "
+            "sampling margin of our sample, on the same definition and selection and at least "
+            f"{vd.MIN_JOBS} jobs. {summary} (of {len(card)}).</p>"
+            + (render(compared) if len(compared) else "<p>No comparison is like for like on these reports.</p>")
+            + _folded(card, lambda rows: render(rows, with_verdict=False)))
 
 
 def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks: list[Path],

@@ -3,19 +3,22 @@
 For each entry of ``data/reference/atc19.yaml``, ``reproduction.yaml`` (next to
 this module) names the figure of ours that stands beside it and how the verdict
 is reached. :func:`scorecard` reads the notebooks' ``results.json`` of a reports
-folder and gives each published value one of three verdicts:
+folder and gives each published value one of three verdicts, decided by the one
+function every verdict of the project goes through (:func:`.verdicts.judge`):
 
-* ``reproduced``: within the stated tolerance, or every check of a finding holds;
-* ``differs``: by how much, or which check of the finding fails;
+* ``reproduced``: within the stated tolerance, or every check of a finding holds
+  (a direction: its interval excludes zero on the paper's side);
+* ``differs``: by how much, or which check of the finding fails (a direction:
+  its interval excludes zero on the other side);
 * ``not comparable``: why (another job selection, another definition, a
-  simulated or assumed input, an input of ours rather than a result, or no
-  value on the data at hand).
+  simulated or assumed input, an input of ours rather than a result, too few
+  jobs, no value on the data at hand, or a finding the data can show neither way).
 
 The standard: ``reproduced`` and ``differs`` mean that our figure measures the
-same quantity on comparable data as the published one, so every entry that can
-reach them states why in ``like_for_like`` (its data, definition and
-selection); :func:`standard_violations` finds a ``reproduced`` verdict whose
-data label names another selection or a simulated, synthetic or assumed input.
+same quantity, by the same definition and selection, on at least
+:data:`.verdicts.MIN_JOBS` real jobs, so every entry that can reach them states
+both sides (``ours_side``, ``paper_side``), its data label and its n;
+:func:`standard_violations` finds a verdict that compares while breaking it.
 
 Published values are only read to be shown and compared here: no result is
 computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
@@ -40,47 +43,58 @@ import yaml
 from ..atomic import atomic_write_text
 from ..ordering import decision_value
 from .notebook import read_results_json
+from . import verdicts as vd
 from .reference import load_reference
 
+VERDICTS = vd.VERDICTS
+NOT_LIKE_FOR_LIKE = vd.NOT_LIKE_FOR_LIKE
+
 SPEC_PATH = Path(__file__).with_name("reproduction.yaml")
-VERDICTS = ("reproduced", "differs", "not comparable")
 OPERATORS = {">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le, "==": operator.eq}
-WAYS = ("within", "checks", "not_comparable")
-#: What an entry that can reach a verdict on the numbers says about why the comparison is like for like.
-LIKE_FOR_LIKE = ("data", "definition", "selection")
-#: Words of a data label for data that is not like for like with a measurement of the real cluster's jobs: a
-#: simulated, synthetic or assumed input, or another selection (of minutes, of jobs, of hardware). Lower case.
-NOT_LIKE_FOR_LIKE = ("simulated", "synthetic", "assumed", "assumption", "illustrative", "on a cpu", "minutes 0-3",
-                     "start-up", "another selection", "biased selection", "corpus composition", "an inference")
+WAYS = ("within", "checks", "directions", "not_comparable")
+#: What each side of an entry that can reach a verdict on the numbers states (the paper's side has no data label).
+SIDE_PARTS = ("definition", "selection")
+FIELDS = {*WAYS, "ours", "tests", "data", "when_missing", "ours_side", "paper_side", "same_definition",
+          "same_selection", "n", "significance"}
+
+
+def _check_entry(path, key: str, entry: dict) -> None:
+    ways = [w for w in WAYS if w in entry]
+    if len(ways) != 1:
+        raise ValueError(f"{path}: entry {key!r} needs exactly one of {WAYS}, has {ways}")
+    unknown = set(entry) - FIELDS
+    if unknown:
+        raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
+    if "within" in entry and "ours" not in entry:
+        raise ValueError(f"{path}: entry {key!r} compares a number (within) but names no figure of ours")
+    for check in entry.get("checks", []):
+        if len(check) != 3 or check[1] not in OPERATORS:
+            raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
+                             f"figure or value], got {check!r}")
+    for item in entry.get("directions", []):
+        if len(item) != 4 or item[3] not in ("+", "-"):
+            raise ValueError(f"{path}: entry {key!r}: a direction is [what, interval low, interval high, '+' or "
+                             f"'-'], got {item!r}")
+    if "not_comparable" in entry:
+        if not str(entry["not_comparable"]).strip():
+            raise ValueError(f"{path}: entry {key!r} is not comparable but does not say why")
+        return
+    missing = [f"{side}.{part}" for side in ("ours_side", "paper_side") for part in SIDE_PARTS
+               if not str((entry.get(side) or {}).get(part, "")).strip()]
+    missing += [field for field in ("data", "n") if not entry.get(field)]
+    if missing:
+        raise ValueError(f"{path}: entry {key!r} can be reproduced, so it must state both sides' definition and "
+                         f"selection, its data label and the jobs behind it (n); missing {missing} (or make it "
+                         "not_comparable, with why)")
 
 
 @lru_cache(maxsize=2)
 def load_spec(path: str = str(SPEC_PATH)) -> dict:
-    """The scorecard's entries, checked: one of ``within``/``checks``/``not_comparable`` each, known operators."""
+    """The scorecard's entries, checked: one way each (:data:`WAYS`), known operators, and both sides stated where
+    the entry can reach a verdict on the numbers."""
     spec = yaml.safe_load(Path(path).read_text()) or {}
     for key, entry in spec.items():
-        ways = [w for w in WAYS if w in entry]
-        if len(ways) != 1:
-            raise ValueError(f"{path}: entry {key!r} needs exactly one of {WAYS}, has {ways}")
-        unknown = set(entry) - {*WAYS, "ours", "tests", "data", "when_missing", "like_for_like"}
-        if unknown:
-            raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
-        if "within" in entry and "ours" not in entry:
-            raise ValueError(f"{path}: entry {key!r} compares a number (within) but names no figure of ours")
-        for check in entry.get("checks", []):
-            if len(check) != 3 or check[1] not in OPERATORS:
-                raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
-                                 f"figure or value], got {check!r}")
-        if "not_comparable" in entry:
-            if not str(entry["not_comparable"]).strip():
-                raise ValueError(f"{path}: entry {key!r} is not comparable but does not say why")
-        else:
-            stated = entry.get("like_for_like") or {}
-            missing = [part for part in LIKE_FOR_LIKE if not str(stated.get(part, "")).strip()]
-            if missing:
-                raise ValueError(f"{path}: entry {key!r} can be reproduced, so like_for_like must state why the "
-                                 f"comparison is like for like: {list(LIKE_FOR_LIKE)}; missing {missing} (or make "
-                                 "it not_comparable, with why)")
+        _check_entry(path, key, entry)
     return spec
 
 
@@ -119,38 +133,85 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object]:
-    """(verdict, detail, our value) of one published value."""
-    ours_ref = entry.get("ours")
-    ours = figures.get(ours_ref) if ours_ref else None
-    if "not_comparable" in entry:
-        return "not comparable", entry["not_comparable"], ours
-    if "within" in entry:
-        if is_missing(ours):
-            why = entry.get("when_missing") or (f"{ours_ref} is not in the reports" if not figures.has(ours_ref)
-                                                else f"{ours_ref} has no value on this data")
-            return "not comparable", why, ours
-        if not isinstance(published, (int, float)):
-            raise ValueError(f"reproduction.yaml compares {ours_ref} with a published value that is not a number: "
-                             f"{published!r}")
-        diff = float(ours) - float(published)
-        rel = f" ({diff / published:+.1%})" if published else ""
-        if decision_value(abs(diff)) <= float(entry["within"]):
-            return "reproduced", f"within {entry['within']:g} (ours - published = {diff:+.3g}{rel})", ours
-        return "differs", f"by {diff:+,.3g}{rel}; tolerance {entry['within']:g}", ours
+def _name(ref) -> str:
+    return _split(ref)[1] if isinstance(ref, str) and ":" in ref else _fmt(ref)
+
+
+def _checks(entry: dict, figures: _Figures) -> vd.Outcome:
     failed = []
     for a, op, b in entry["checks"]:
         left, right = figures.get(a), figures.get(b)
         if is_missing(left) or is_missing(right):
-            missing = a if is_missing(left) else b
-            return "not comparable", f"{missing} has no value in these reports", ours
+            return vd.Outcome(vd.MISSING, f"{_name(a if is_missing(left) else b)} has no value in these reports")
         if not OPERATORS[op](*(decision_value(v) if isinstance(v, float) else v for v in (left, right))):
-            failed.append(f"{_split(a)[1]} = {_fmt(left)} is not {op} "
-                          f"{_split(b)[1] + ' = ' if isinstance(b, str) and ':' in b else ''}{_fmt(right)}")
+            shown = f"{_name(b)} = {_fmt(right)}" if isinstance(b, str) and ":" in b else _fmt(right)
+            failed.append(f"{_name(a)} = {_fmt(left)} is not {op} {shown}")
     tests = entry.get("tests", "")
     if failed:
-        return "differs", f"tested: {tests}; fails: " + "; ".join(failed), ours
-    return "reproduced", f"tested: {tests}", ours
+        return vd.Outcome(vd.FAILS, f"tested: {tests}; fails: " + "; ".join(failed))
+    significance = entry.get("significance")
+    if significance:
+        p_ref, alpha = significance
+        p = figures.get(p_ref)
+        if is_missing(p):
+            return vd.Outcome(vd.MISSING, f"{_name(p_ref)} has no value in these reports")
+        if not decision_value(float(p)) < float(alpha):
+            return vd.Outcome(vd.UNDECIDED, f"tested: {tests}; the direction holds but {_name(p_ref)} = {_fmt(p)} "
+                                            f"is not below {alpha:g}, so chance is not ruled out")
+    return vd.Outcome(vd.HOLDS, f"tested: {tests}")
+
+
+def _directions(entry: dict, figures: _Figures) -> vd.Outcome:
+    tests = entry.get("tests", "")
+    outcome = vd.combine([vd.direction(figures.get(low), figures.get(high), sign, what)
+                          for what, low, high, sign in entry["directions"]])
+    return vd.Outcome(outcome.result, f"tested: {tests}; {outcome.text}" if tests else outcome.text)
+
+
+def _n(entry: dict, figures: _Figures):
+    refs = entry.get("n")
+    refs = refs if isinstance(refs, list) else [refs]
+    values = [figures.get(ref) for ref in refs if ref is not None]
+    return None if not values or any(is_missing(v) for v in values) else min(float(v) for v in values)
+
+
+def entry_sides(entry: dict) -> tuple[vd.Side, vd.Side]:
+    """Our side and the paper's side of an entry that can reach a verdict on the numbers."""
+    ours, paper = entry.get("ours_side") or {}, entry.get("paper_side") or {}
+    return (vd.Side(str(ours.get("definition", "")), str(ours.get("selection", "")), str(entry.get("data", ""))),
+            vd.Side(str(paper.get("definition", "")), str(paper.get("selection", "")), "the paper"))
+
+
+def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object, float | None, str]:
+    """(verdict, reason, our value, n, like-for-like statement) of one published value, by :func:`.verdicts.judge`."""
+    ours_ref = entry.get("ours")
+    ours = figures.get(ours_ref) if ours_ref else None
+    if "not_comparable" in entry:
+        return vd.NOT_COMPARABLE, _sentence(entry["not_comparable"]), ours, None, \
+            "not like for like: " + str(entry["not_comparable"]).rstrip(".")
+    if "within" in entry:
+        if is_missing(ours):
+            why = entry.get("when_missing") or (f"{ours_ref} is not in the reports" if not figures.has(ours_ref)
+                                                else f"{ours_ref} has no value on this data")
+            outcome = vd.Outcome(vd.MISSING, why)
+        else:
+            if not isinstance(published, (int, float)):
+                raise ValueError(f"reproduction.yaml compares {ours_ref} with a published value that is not a "
+                                 f"number: {published!r}")
+            outcome = vd.within(ours, published, float(entry["within"]), decide=decision_value)
+    elif "checks" in entry:
+        outcome = _checks(entry, figures)
+    else:
+        outcome = _directions(entry, figures)
+    mine, paper = entry_sides(entry)
+    result = vd.judge(outcome, mine, paper, _n(entry, figures), same_definition=str(entry.get("same_definition", "")),
+                      same_selection=str(entry.get("same_selection", "")))
+    return result.verdict, result.reason, ours, result.n, result.like_for_like
+
+
+def _sentence(text: str) -> str:
+    text = str(text).strip()
+    return text[:1].upper() + text[1:].rstrip(".") + "."
 
 
 def read_notebook_results(reports_dir: Path) -> dict[str, dict]:
@@ -166,7 +227,9 @@ def read_notebook_results(reports_dir: Path) -> dict[str, dict]:
 
 
 def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame:
-    """One row per published value: what, published, provenance, ours, verdict, detail, figure, data."""
+    """One row per published value: key, section, what, published, provenance, ours, verdict, detail (the reason, a
+    sentence), n (the jobs behind ours, where the entry compares), figure, data, like_for_like (a sentence) and, for a
+    row that does not compare, reason_group (the sentence the index page folds it under)."""
     spec = load_spec() if spec is None else spec
     reference = load_reference()
     unknown = sorted(set(spec) - set(reference["key"]))
@@ -179,20 +242,17 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
     rows = []
     for ref in reference.itertuples():
         entry = spec[ref.key]
-        outcome, detail, ours = verdict(entry, ref.value, figures)
+        outcome, detail, ours, n, statement = verdict(entry, ref.value, figures)
         published = f"{ref.value:g} {ref.unit}".strip() if isinstance(ref.value, (int, float)) else str(ref.value)
-        stated = entry.get("like_for_like") or {}
         rows.append({"key": ref.key, "section": ref.section, "what": ref.item, "published": published,
                      "provenance": ref.provenance, "ours": None if is_missing(ours) else ours, "verdict": outcome,
-                     "detail": detail, "figure": entry.get("ours"), "data": entry.get("data", ""),
-                     "like_for_like": "; ".join(f"{part}: {stated[part]}" for part in LIKE_FOR_LIKE if part in stated)})
+                     "detail": detail, "n": n, "figure": entry.get("ours"), "data": entry.get("data", ""),
+                     "like_for_like": statement,
+                     "reason_group": vd.reason_group(detail) if outcome == vd.NOT_COMPARABLE else ""})
     return pd.DataFrame(rows)
 
 
-def not_like_for_like(label: str) -> list[str]:
-    """The words of :data:`NOT_LIKE_FOR_LIKE` that a data label uses."""
-    text = str(label or "").lower()
-    return [word for word in NOT_LIKE_FOR_LIKE if word in text]
+not_like_for_like = vd.not_like_for_like
 
 
 def figure_data_labels(reports_dir: str | Path) -> dict[tuple[str, str], list[str]]:
@@ -211,18 +271,21 @@ def figure_data_labels(reports_dir: str | Path) -> dict[tuple[str, str], list[st
 
 
 def standard_violations(card: pd.DataFrame, labels: dict[tuple[str, str], list[str]] | None = None) -> list[str]:
-    """Rows of ``card`` that say ``reproduced`` while a label of their data (the entry's ``data``, or a label the
-    figure's notebook printed beside it: :func:`figure_data_labels`) names another selection or a simulated,
-    synthetic or assumed input. Empty when the scorecard keeps the standard."""
+    """Rows of ``card`` that compare (``reproduced`` or ``differs``) while breaking the standard: fewer jobs than
+    :data:`.verdicts.MIN_JOBS`, no like-for-like statement, or a label of their data (the entry's ``data``, or a
+    label the figure's notebook printed beside it: :func:`figure_data_labels`) that names another selection or a
+    simulated, synthetic or assumed input. Empty when the scorecard keeps the standard."""
     labels = labels or {}
     problems = []
-    for row in card[card["verdict"] == "reproduced"].itertuples():
+    for row in card[card["verdict"].isin([vd.REPRODUCED, vd.DIFFERS])].itertuples():
         notebook = _split(row.figure)[0] if isinstance(row.figure, str) else ""
         for label in [row.data, *labels.get((notebook, row.key), [])]:
             words = not_like_for_like(label)
             if words:
-                problems.append(f"{row.key} says reproduced, but its data label {label!r} names {words}: "
+                problems.append(f"{row.key} says {row.verdict}, but its data label {label!r} names {words}: "
                                 f"not like for like (make the entry not_comparable, with why)")
+        problems += [f"{row.key}: {p}" for p in vd.recorded_violations(row.verdict, getattr(row, "n", None),
+                                                                        row.like_for_like)]
     return problems
 
 
@@ -231,14 +294,18 @@ def counts(card: pd.DataFrame) -> dict[str, int]:
 
 
 #: The second reference: the full trace's own figures (the official notebook's, digitized). A notebook holds a
-#: curve of ours against one by writing ``official.<comparison>.verdict`` (one of VERDICTS) and
-#: ``official.<comparison>.detail`` into its results (see :mod:`dlcluster.analysis.official`).
+#: curve of ours against one by writing, through :func:`dlcluster.analysis.official.add_verdict`,
+#: ``official.<comparison>.verdict`` (one of VERDICTS), ``.detail`` (the reason), ``.n`` (the jobs behind ours),
+#: ``.ours`` and ``.reference`` (each side's definition, selection and data: :meth:`.verdicts.Side.statement`) and
+#: ``.like_for_like`` (a sentence) into its results.
 OFFICIAL_REFERENCE = "full trace (official notebook figure, digitized)"
 _OFFICIAL_VERDICT = re.compile(r"^official\.(?P<comparison>.+)\.verdict$")
+OFFICIAL_COLUMNS = ["notebook", "comparison", "what", "verdict", "detail", "n", "like_for_like", "ours", "reference"]
 
 
 def official_card(reports_dir: str | Path) -> pd.DataFrame:
-    """One row per comparison with the full trace's own figures: notebook, comparison, what, verdict, detail."""
+    """One row per comparison with the full trace's own figures: notebook, comparison, what, verdict, detail (the
+    reason), n, like_for_like, ours and reference (the sides' statements)."""
     rows = []
     for path in sorted(Path(reports_dir).glob("[0-9][0-9]-*/results.json")):
         try:
@@ -251,19 +318,56 @@ def official_card(reports_dir: str | Path) -> pd.DataFrame:
             if not match or value not in VERDICTS:
                 continue
             prefix = key[: -len(".verdict")]
+            n = results.get(f"{prefix}.n")
             rows.append({"notebook": path.parent.name, "comparison": match["comparison"],
                          "what": descriptions.get(key, match["comparison"]), "verdict": value,
-                         "detail": results.get(f"{prefix}.detail") or ""})
-    return pd.DataFrame(rows, columns=["notebook", "comparison", "what", "verdict", "detail"])
+                         "detail": results.get(f"{prefix}.detail") or "", "n": None if is_missing(n) else n,
+                         "like_for_like": results.get(f"{prefix}.like_for_like") or "",
+                         "ours": results.get(f"{prefix}.ours") or "",
+                         "reference": results.get(f"{prefix}.reference") or ""})
+    card = pd.DataFrame(rows, columns=OFFICIAL_COLUMNS)
+    card["reason_group"] = [vd.reason_group(d) if v == vd.NOT_COMPARABLE else "" for v, d in
+                            zip(card["verdict"], card["detail"], strict=True)]
+    return card
+
+
+def official_violations(card: pd.DataFrame) -> list[str]:
+    """Comparisons with the full trace's figures that compare while breaking the standard (too few jobs, a side
+    that does not state its definition and selection, not like for like, or data that is not a measurement)."""
+    problems = []
+    for row in card.itertuples():
+        found = vd.recorded_violations(row.verdict, row.n, row.like_for_like, row.ours, row.reference)
+        problems += [f"{row.notebook}: official.{row.comparison}: {p}" for p in found]
+    return problems
 
 
 def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
     """Compute the scorecard of a reports folder and write ``scorecard.json`` beside its notebooks (the published
-    values' rows, and under ``official`` the comparisons with the full trace's own figures)."""
+    values' rows, and under ``official`` the comparisons with the full trace's own figures), with each verdict's
+    n and like-for-like statement."""
     card = scorecard(reports_dir)
     official = official_card(reports_dir)
-    doc = {"counts": counts(card), "rows": card.to_dict(orient="records"),
+    doc = {"counts": counts(card), "min_jobs": vd.MIN_JOBS, "rows": card.to_dict(orient="records"),
            "official": {"reference": OFFICIAL_REFERENCE, "counts": counts(official),
                         "rows": official.to_dict(orient="records")}}
     path = atomic_write_text(Path(reports_dir) / "scorecard.json", json.dumps(doc, indent=2, default=str))
     return card, path
+
+
+def results_violations(reports_dir: str | Path) -> list[str]:
+    """Every verdict of a reports folder that breaks the standard: the paper's scorecard
+    (:func:`standard_violations`, with the labels the notebooks printed), the comparisons with the full trace's
+    figures (:func:`official_violations`), and any other ``<prefix>.verdict`` a notebook wrote that says
+    ``reproduced`` or ``differs`` without its ``<prefix>.n`` and ``<prefix>.like_for_like`` keeping the standard."""
+    reports_dir = Path(reports_dir)
+    problems = standard_violations(scorecard(reports_dir), figure_data_labels(reports_dir))
+    problems += official_violations(official_card(reports_dir))
+    for notebook, results in read_notebook_results(reports_dir).items():
+        for key, value in results.items():
+            if not key.endswith(".verdict") or key.startswith("official.") or value not in VERDICTS:
+                continue
+            prefix = key[: -len(".verdict")]
+            found = vd.recorded_violations(value, results.get(f"{prefix}.n"), results.get(f"{prefix}.like_for_like"),
+                                           results.get(f"{prefix}.ours"), results.get(f"{prefix}.reference"))
+            problems += [f"{notebook}: {key}: {p}" for p in found]
+    return problems

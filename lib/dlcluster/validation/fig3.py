@@ -43,14 +43,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..report.verdicts import MIN_JOBS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 from .replay import Replay
 
 FIG3_COLUMNS = ("vc", "bucket", "minutes", "cdf_percent", "flag")
 FLAGS = ("observed", "interpolated", "hidden")
 VISIBLE = ("observed", "interpolated")
-#: A cell is scored when the replay has at least this many non-zero delays in it (module doc).
-MIN_WAITS = 100
+#: A cell is scored when the replay has at least this many non-zero delays in it (module doc): the project's floor.
+MIN_WAITS = MIN_JOBS
 #: The plotted range of Figure 3 (minutes): the curves say nothing outside it.
 X_RANGE = (0.1, 1e4)
 THREE_MINUTES = 3.0

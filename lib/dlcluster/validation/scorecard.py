@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..analysis import table2
 from ..ordering import decision_value
+from ..report import verdicts as vd
 from .replay import Replay
 
 #: figure key -> (what, target, True when the target is a lower bound on the figure ("at least"))
@@ -49,8 +50,17 @@ TARGETS = {
 }
 
 
+#: Both sides of every target: the replay and the real data, each measured by the held-out figure's own definition
+#: (:func:`.calibrate.held_out_figures` computes the two alike) over the held-out span.
+HELD_OUT = "the held-out span (the calibration never sees it)"
+#: Jobs a target needs: none of its own. A target is an aggregate over the held-out span; the distributions behind it
+#: apply the floor where they are computed (a Figure 3 cell counts from validation.fig3.MIN_WAITS = MIN_JOBS jobs).
+TARGET_MIN_JOBS = 0
+
+
 def scorecard(held: dict) -> pd.DataFrame:
-    """One row per validation figure: the replay's value, the target, and whether it is met.
+    """One row per validation figure: the replay's value, the target, whether it is met and why, decided by the
+    project's one standard (:func:`dlcluster.report.verdicts.judge`, as a target: the replay is simulated on purpose).
 
     "Most cells" is more than half: the 3-minute figure meets its target when it is above 0.5. A figure that
     could not be measured (NaN, e.g. Figure 3 without its digitized table) is not met.
@@ -59,10 +69,12 @@ def scorecard(held: dict) -> pd.DataFrame:
     for key, (what, target, at_least) in TARGETS.items():
         value = held.get(key)
         value = float(value) if value is not None and np.isfinite(value) else np.nan
-        met = (decision_value(value) > target if at_least else decision_value(value) <= target) \
-            if np.isfinite(value) else False
+        judged = vd.judge(vd.threshold(value, target, at_least, what, decide=decision_value),
+                          vd.Side(what, HELD_OUT, "SIMULATED calibrated replay"), vd.Side(what, HELD_OUT, "real data"),
+                          None, min_n=TARGET_MIN_JOBS, target=True)
         rows.append({"figure": what, "key": key, "replay": value, "target": target,
-                     "direction": "more than" if at_least else "at most", "met": bool(met)})
+                     "direction": "more than" if at_least else "at most", "met": judged.verdict == vd.MET,
+                     "reason": judged.reason})
     return pd.DataFrame(rows).set_index("figure")
 
 

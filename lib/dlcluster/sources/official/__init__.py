@@ -34,7 +34,7 @@ import pandas as pd
 
 from ... import paths
 from ...atomic import atomic_write_text
-from .curves import crossing, ks_distance, mean_percent, sampling_margin, summarize, value_at, verdict  # noqa: F401
+from .curves import crossing, ks_distance, mean_percent, sampling_margin, summarize, value_at, within_margin  # noqa: F401
 from .digitize import FLAGS, POINT_COLUMNS, Digitized, digitize_cdf_figure  # noqa: F401
 from .figures import FIG3_VCS, FIG5_STATUSES, FigureSpec, Series, figure_specs, spec_for  # noqa: F401
 from .pixels import DigitizeError  # noqa: F401

@@ -115,18 +115,19 @@ def sampling_margin(n: float) -> float:
     return float(100.0 * KS_CRITICAL_95 / np.sqrt(n)) if n and n > 0 else float("nan")
 
 
-def verdict(ks: float, n: float, digitization_pp: float) -> tuple[str, float, str]:
-    """(verdict, allowed distance, text): ``reproduced`` when the KS distance is within the digitization's
-    worst error plus the 5% sampling margin of our sample's size, else ``differs`` by how much beyond it."""
+def within_margin(ks: float, n: float, digitization_pp: float) -> tuple[bool | None, float, str]:
+    """(within, allowed distance, text): whether the KS distance is within the digitization's worst error plus the
+    5% sampling margin of our sample's size (None: no distance or no sample). The test only: the verdict it gives
+    is decided by :func:`dlcluster.report.verdicts.judge` (``dlcluster.analysis.official.compare``)."""
     allowed = digitization_pp + sampling_margin(n)
     if not np.isfinite(ks) or not np.isfinite(allowed):
-        return "not comparable", allowed, "no overlap between the curves" if not np.isfinite(ks) else "no sample"
+        return None, allowed, "no overlap between the curves" if not np.isfinite(ks) else "no sample"
     if ks <= allowed:
-        return "reproduced", allowed, (f"KS {ks:.1f} <= {allowed:.1f} points (digitization {digitization_pp:.1f} + "
-                                       f"5% sampling margin {allowed - digitization_pp:.1f} for n={int(n):,})")
+        return True, allowed, (f"KS {ks:.1f} <= {allowed:.1f} points (digitization {digitization_pp:.1f} + "
+                               f"5% sampling margin {allowed - digitization_pp:.1f} for n={int(n):,})")
     margin = allowed - digitization_pp
-    return "differs", allowed, (f"KS {ks:.1f} points, {ks - allowed:.1f} beyond the {allowed:.1f} allowed "
-                                f"(digitization {digitization_pp:.1f} + sampling {margin:.1f}, n={int(n):,})")
+    return False, allowed, (f"KS {ks:.1f} points, {ks - allowed:.1f} beyond the {allowed:.1f} allowed "
+                            f"(digitization {digitization_pp:.1f} + sampling {margin:.1f}, n={int(n):,})")
 
 
 def summarize(points: pd.DataFrame) -> pd.DataFrame:
