@@ -176,6 +176,9 @@ def test_every_published_value_gets_a_verdict_and_names_real_figures():
     named = [e["ours"] for e in spec.values() if "ours" in e]
     named += [x for e in spec.values() for c in e.get("checks", []) for x in (c[0], c[2])
               if isinstance(x, str) and ":" in x]
+    named += [x for e in spec.values() for d in e.get("directions", []) for x in d[1:3]]
+    named += [x for e in spec.values() for x in (e["n"] if isinstance(e.get("n"), list) else [e.get("n")]) if x]
+    named += [e["significance"][0] for e in spec.values() if "significance" in e]
     unknown = [ref for ref in named if ref.partition(":")[2] not in golden.get(ref.partition(":")[0], {})]
     assert not unknown, f"reproduction.yaml names figures no report publishes: {unknown}"
 

@@ -89,7 +89,10 @@ def test_trace_overview_results(ci_notebook, public_trace):
         curve = points[(points["figure"] == 2) & (points["series"] == bucket)]
         ks = curves.ks_distance(curve, rfold.loc[in_bucket, "duration_s"] / 60)[0]
         assert r[f"official.fig2.{key}.ks.rfold"] == pytest.approx(ks, abs=1e-9)
-        assert r[f"official.fig2.{key}.rfold.verdict"] == "reproduced"
+        assert r[f"official.fig2.{key}.rfold.verdict"] == "reproduced" and r[f"official.fig2.{key}.rfold.n"] >= 100
+        assert r[f"official.fig2.{key}.rfold.like_for_like"].startswith("like for like: ")
+        # DRE's last attempts and Pollux's job set are other selections: not comparable, whatever the distance
+        assert r[f"official.fig2.{key}.dre.verdict"] == r[f"official.fig2.{key}.pollux.verdict"] == "not comparable"
     assert r["official.fig2.closest_job_set"] == "rfold"
     assert r["fig2.dre.median_run_time_s.>8"] == dre.loc[dre["num_gpus"] > 8, "run_time_s"].median() == 14443
     assert r["fig2.dre.median_run_time_s.1"] is None  # DRE holds no 1-GPU job: not applicable (null), not NaN

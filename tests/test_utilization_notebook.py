@@ -185,11 +185,17 @@ def test_figures5_to_7_held_against_the_full_trace(results, job_minutes, public_
     # no 1-GPU and no killed job in the public samples: the full trace is the only data there
     assert r["official.fig5.pass.1.verdict"] == r["official.fig5.killed.8.verdict"] == "not comparable"
     assert r["official.fig5.pass.1.ks_dre"] is None
+    # minutes 0-3 after start are another selection than every minute of every attempt: not comparable, whatever
+    # the distance, on a thousand jobs as on none
+    assert r["official.fig5.pass.4.n"] > 1000 and r["official.fig5.pass.4.verdict"] == "not comparable"
+    assert "another selection: ours is minutes 0-3 after each DRE record's" in r["official.fig5.pass.4.detail"]
     # a mean over all statuses lies between the statuses' means: the paper's Table 3 does, for 1, 4 and 16 GPUs
     assert all(r[f"official.table3.{size}gpu.consistent"] for size in (1, 4, 16))
     for name in ("cpu", "memory"):
         assert 0 <= r[f"official.fig7.{name}.mean"] <= 100
-        assert r[f"official.fig7.{name}.verdict"] in ("reproduced", "differs")
+        # DRE's servers around its records' starts, not every server's every minute: another selection
+        assert r[f"official.fig7.{name}.verdict"] == "not comparable"
+        assert "another selection: ours is the DRE records' servers" in r[f"official.fig7.{name}.detail"]
     # the full trace's servers used most of their memory; DRE's memory series does not measure that
     assert r["official.fig7.memory.mean"] > 80 and r["official.fig7.memory.ks_dre"] > 50
     assert r["official.fig6.16.mean"] < r["official.fig6.8.mean"]

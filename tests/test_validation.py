@@ -329,6 +329,10 @@ def test_scorecard_marks_each_target():
     assert text.startswith("5 of 9 validation targets met")
     assert "2.50 (target at most 0)" in text and "0.50 (target more than 0.5)" in text
     assert scorecard.scorecard({**held, "fig3_share_3min_within": 0.51})["met"].sum() == 6
+    # each target's reason, from the one function that decides every verdict
+    reasons = card.set_index("key")["reason"]
+    assert reasons["fig3_max_ks"] == "Full trace's Figure 3: largest KS over those cells could not be measured."
+    assert reasons["max_p90_ratio"].startswith("Largest p90 first-wait ratio per size bucket, either way 2.1, ")
 
 
 def test_helios_complete_log_figures_are_the_published_ones():

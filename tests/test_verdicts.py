@@ -116,5 +116,6 @@ def test_reasons_fold_into_sentences():
     assert vd.reason_group("Another definition: ours is a, the reference's is b.") == \
         "Ours is another quantity: another definition."
     assert vd.reason_group("Too few jobs (2; at least 100 needed).") == "Too few jobs behind ours."
+    assert vd.reason_group("No job of ours in this VC and size (DRE holds no 1-GPU job).") == "No data of ours for it."
     assert vd.reason_group("something else entirely") == vd.OTHER_REASONS
     assert all(group.endswith(".") for _, group in vd.REASON_GROUPS)

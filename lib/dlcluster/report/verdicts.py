@@ -117,7 +117,8 @@ def basis_problems(ours: Side, reference: Side, same_definition: str = "", same_
         problems.append(f"another selection: ours is {ours.selection}, the reference's is {reference.selection}")
     words = [] if simulated_allowed else not_like_for_like(ours.data)
     if words:
-        problems.append(f"our data ({ours.data}) is {' and '.join(words)}, not a measurement of the real cluster")
+        problems.append(f"our data ({ours.data}) names {' and '.join(words)}: not a measurement of the real "
+                        "cluster's jobs by the reference's terms")
     return problems
 
 
@@ -259,7 +260,8 @@ REASON_GROUPS = (
     (("simulated", "by construction"),
      "It rests on the simulated replay or on an assumption, not on a measurement of the cluster."),
     (("another definition",), "Ours is another quantity: another definition."),
-    (("another selection", "another job selection", "keep jobs that ran at least 5 minutes"),
+    (("no job of ours", "no sample", "not loaded"), "No data of ours for it."),
+    (("another selection", "another job selection", "keep jobs that ran at least 5 minutes", "selection is not public"),
      "Ours is another selection of jobs or minutes."),
     (("too few jobs",), "Too few jobs behind ours."),
     (("not shown on this data",), "The data show the paper's direction no more than its opposite."),
