@@ -18,7 +18,13 @@ lower is better:
   must come from the mechanism).
 
 :func:`scorecard` turns the figures into that table, so every conclusion drawn
-from the replay can say how well it was validated ("k of n targets met").
+from the replay can say how well it was validated ("k of n targets met"); each
+target's "met" is decided by the project's one function
+(:func:`dlcluster.report.verdicts.judge`, as a target). The replay's Figure 3
+under the official definition is like for like with the full trace's in
+definition and selection, but it is SIMULATED: it validates the model (a
+target), it never reproduces the paper (a reproduction verdict needs a
+measurement of the cluster).
 :func:`replay_table2` is Table 2 (why jobs waited) from the calibrated replay,
 through the same :func:`dlcluster.analysis.table2.causes_by_bucket` as the
 trace-based one.
