@@ -93,6 +93,7 @@ def record_evidence(occupancy: pd.DataFrame, attempts: pd.DataFrame, placements:
     seen = ~gaps
     hourly = pd.DataFrame({"active": occ["active"], "servers": used["servers"], "gpus": used["gpus"]})[seen]
     hourly = hourly.resample("1h").mean().dropna()
+    # no ties: only the values are kept, not which server had them
     sizes = np.sort(pd.to_numeric(machines["num_gpus"], errors="coerce").fillna(0).to_numpy(int))[::-1]
     most_gpus = np.concatenate([[0], np.cumsum(sizes)])
     active = occ["active"].to_numpy()[seen]
