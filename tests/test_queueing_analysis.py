@@ -531,10 +531,12 @@ def test_per_job_agreement_matches_seconds_cause_by_cause():
     attributed = pd.DataFrame({"jobid": ["a", "a", "b"], "fair_share_s": [10.0, 0.0, 0.0],
                                "fragmentation_s": [0.0, 20.0, 5.0], "other_s": [0.0, 0.0, 5.0]})
     truth = pd.DataFrame({"jobid": ["a", "b", "c"], "delay_fair_share_s": [10.0, 0.0, 0.0],
-                          "delay_fragmentation_s": [5.0, 0.0, 0.0], "delay_backoff_s": [15.0, 10.0, 0.0]})
-    # a: fair 10/10, fragmentation 20 vs 5 + 15 -> 30 matched; b: fragmentation 5 vs 10 -> 5, other 5 vs 0
-    # totals: estimate 40, truth 40 -> 35 / 40
-    assert per_job_agreement(attributed, truth) == pytest.approx(35 / 40)
+                          "locality_relaxed_s": [5.0, 0.0, 0.0], "locality_placed_s": [15.0, 10.0, 0.0],
+                          "locality_contended_s": [0.0, 0.0, 0.0], "held_by_timer_s": [0.0, 0.0, 4.0]})
+    # a: fair 10/10, fragmentation 20 vs 5 + 15 -> 30 matched; b: fragmentation 5 vs 10 -> 5, other 5 vs 0;
+    # c: other 0 vs 4 (a back-off timer alone held it: other, not fragmentation)
+    # totals: estimate 40, truth 44 -> 35 / 44
+    assert per_job_agreement(attributed, truth) == pytest.approx(35 / 44)
 
 
 def test_fittable_buckets_and_the_finding_without_any():

@@ -168,15 +168,25 @@ def test_notebook_on_public_data(ci_notebook, ci_reports, ci_calibrated_replay, 
                 & (pd.to_datetime(jobs["submitted"]) < table2_span[1])]
     buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
     totals = {}
+    locality = ["locality_relaxed_s", "locality_placed_s", "locality_contended_s"]
     for b, part in jobs.groupby(buckets, observed=True):
-        fair = part["delay_fair_share_s"].sum()
-        fragmentation = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum()
-        totals[b] = (fair, fragmentation)
-        assert r[f"table2.simulator.{b}.wait_h"] == pytest.approx((fair + fragmentation) / 3600, rel=1e-9)
-        if fair + fragmentation > 0:
-            assert r[f"table2.simulator.{b}.fair_share_share"] == pytest.approx(fair / (fair + fragmentation), rel=1e-9)
-    fair_all = sum(f for f, _ in totals.values()) / sum(f + g for f, g in totals.values())
-    assert r["queueing.causes"] == f"fair-share {fair_all:.0%}, fragmentation {1 - fair_all:.0%} of all waiting time"
+        # fragmentation: the VC had the GPUs, no placement met the job's locality; other: a back-off timer alone
+        fair, other = part["delay_fair_share_s"].sum(), part["held_by_timer_s"].sum()
+        fragmentation = part[locality].to_numpy().sum()
+        totals[b] = (fair, fragmentation, other)
+        total = fair + fragmentation + other
+        assert total == pytest.approx(part[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s"]]
+                                      .to_numpy().sum(), rel=1e-9)
+        assert r[f"table2.simulator.{b}.wait_h"] == pytest.approx(total / 3600, rel=1e-9)
+        if total > 0:
+            assert r[f"table2.simulator.{b}.fair_share_share"] == pytest.approx(fair / total, rel=1e-9)
+            assert r[f"table2.simulator.{b}.fragmentation_share"] == pytest.approx(fragmentation / total, rel=1e-9)
+        if fragmentation > 0:   # how it ended, from the simulator's per-job record
+            assert r[f"table2.simulator.{b}.fragmentation_relaxed_share"] == pytest.approx(
+                part["locality_relaxed_s"].sum() / fragmentation, rel=1e-9)
+    shares = np.sum(list(totals.values()), axis=0) / np.sum(list(totals.values()))
+    assert r["queueing.causes"] == (f"fair-share {shares[0]:.0%}, fragmentation {shares[1]:.0%}, other {shares[2]:.0%} "
+                                    "of all waiting time")
     # busy servers over the same hours (the replay's spans, up to RFold's completeness horizon): the real record by
     # hand; the replay of Pollux's passed jobs, kept as an ablation row, far below
     occ = public_trace.occupancy[public_trace.occupancy["active"] > 0].set_index("time")
@@ -246,14 +256,14 @@ def test_notebook_on_a_raw_format_directory(tmp_path):
     buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=list(BUCKETS))
     for b in BUCKETS:
         assert r[f"queueing.median_s.{b}"] == pytest.approx(jobs.loc[buckets == b, "queueing_delay_s"].median(), abs=1)
-    # Table 2 rebuilt from the trace matches the simulator's ground truth (its per-job seconds of fair-share and
-    # fragmentation + back-off), within rounding to the trace's whole seconds
+    # Table 2 rebuilt from the trace matches the simulator's ground truth (its per-job seconds of fair-share and of
+    # waiting with no placement that met the job's locality), within rounding to the trace's whole seconds
     for b in BUCKETS:
         part = jobs[buckets == b]
         wait = part[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s"]].to_numpy().sum()
         assert r[f"table2.trace.{b}.wait_h"] == pytest.approx(wait / 3600, rel=1e-3)
         if wait > 0:
-            truth = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum() / wait
+            truth = part[["locality_relaxed_s", "locality_placed_s", "locality_contended_s"]].to_numpy().sum() / wait
             assert r[f"table2.trace.{b}.fragmentation_share"] == pytest.approx(truth, abs=1e-3)
     # the written trace names each VC's full size (8 GPUs per node), which no VC reached on the replay's 6 racks
     # (peak GPUs held, by a sweep over the jobs' start and end times): no time over quota
@@ -264,3 +274,19 @@ def test_notebook_on_a_raw_format_directory(tmp_path):
         peak = events.groupby(level=0).sum().sort_index().cumsum().max()
         assert vc not in sizes or peak < sizes[vc], vc
     assert r["table2.trace.max_time_over_quota"] == 0.0
+
+
+@pytest.mark.notebook
+def test_notebooks_01_and_05_show_one_table2(ci_notebook):
+    """The replay's Table 2 and how its fragmentation ended: the same numbers in notebook 01 and notebook 05."""
+    r01 = ci_notebook(NOTEBOOK.stem)["results"]
+    r05 = ci_notebook("05-simulator-validation")["results"]
+    per_bucket = {k.removeprefix("replay.table2."): v for k, v in r05.items()
+                  if k.startswith("replay.table2.") and k.count(".") == 3}
+    assert {k.split(".")[1] for k in per_bucket} >= {"fair_share_share", "fragmentation_share", "other_share", "wait_h",
+                                                     "fragmentation_relaxed_share", "fragmentation_placed_share"}
+    for rest, value in per_bucket.items():
+        mine = r01[f"table2.simulator.{rest}"]
+        assert (mine is None and value is None) or mine == pytest.approx(value, rel=1e-12), rest
+    assert r01["queueing.table2_finding"] == r05["replay.table2.finding"]
+    assert r01["table2.simulator.fragmentation_endings"] == r05["replay.table2.fragmentation_endings"]

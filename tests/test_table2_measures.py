@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.analysis.table2 import MATERIAL_SHARE, causes_by_bucket, table2_finding, table2_frequency_finding
+from dlcluster.analysis.table2 import (MATERIAL_SHARE, causes_by_bucket, fragmentation_endings,
+                                      fragmentation_endings_finding, table2_finding, table2_frequency_finding)
 
 COLUMNS = {"fair_share": "fs", "fragmentation": "frag"}
 
@@ -60,3 +61,52 @@ def test_overlapping_intervals_are_no_direction():
 def test_a_bucket_that_never_waited_has_no_measure():
     row = causes_by_bucket(_jobs([2, 2], [0, 0], [0, 0]), COLUMNS).loc["2-4"]
     assert row["waited"] == 0 and math.isnan(row["fragmentation_share"]) and math.isnan(row["fragmentation_frequency"])
+
+
+# --------------------------------------------------------------------------- how fragmentation ended
+
+ENDS = {"relaxed": "to", "placed": "pl", "contended": "co"}
+
+
+def _endings(gpus, timeout, placed, contended):
+    return pd.DataFrame({"num_gpus": gpus, "to": np.asarray(timeout, float), "pl": np.asarray(placed, float),
+                         "co": np.asarray(contended, float)})
+
+
+def test_fragmentation_endings_split_the_seconds_by_how_each_stretch_ended():
+    # 2-4 GPUs: three jobs wait out a 180-s timeout, one gets a server after 60 s, one never waits for locality;
+    # >8 GPUs: one job's locality wait ends when its GPUs are taken, after 30 s
+    table = _endings([4, 4, 4, 4, 4, 16], [180, 180, 180, 0, 0, 0], [0, 0, 0, 60, 0, 0], [0, 0, 0, 0, 0, 30])
+    out = fragmentation_endings(table, ENDS)
+    row = out.loc["2-4"]
+    assert (row["rows"], row["fragmented"]) == (5, 4)
+    assert row["fragmentation_h"] == pytest.approx(600 / 3600)
+    assert row["relaxed_share"] == pytest.approx(540 / 600) and row["placed_share"] == pytest.approx(60 / 600)
+    assert row["contended_share"] == 0 and math.isnan(row["contended_median_s"])
+    assert (row["median_fragmentation_s"], row["relaxed_median_s"], row["placed_median_s"]) == (180, 180, 60)
+    assert out.loc[">8", "contended_share"] == 1.0
+    text = fragmentation_endings_finding(out, relax_after_s=180)
+    # 540 of 630 s ended at the timeout: the timer's, not a finding
+    assert ("overall 86% of it ended at the relax timeout (3.0 min): this fragmentation is mostly the relax "
+            "timer") in text
+    assert "2-4 GPUs: 10.0 min over 4 jobs, 90% at the relax timeout, 10% by a placement freeing up" in text
+
+
+def test_fragmentation_that_ends_with_placements_is_the_mechanisms():
+    out = fragmentation_endings(_endings([8, 8, 8], [180, 0, 0], [0, 400, 300], [0, 0, 0]), ENDS)
+    text = fragmentation_endings_finding(out)
+    assert "overall 20% of it ended at the relax timeout; the rest ended with the cluster's state" in text
+    assert fragmentation_endings_finding(fragmentation_endings(_endings([8], [0], [0], [0]), ENDS)).startswith(
+        "No fragmentation delay")
+
+
+def test_the_simulators_table2_counts_a_back_off_timer_alone_as_other():
+    from dlcluster.analysis.table2 import SIM_CAUSE_COLUMNS
+    # one 4-GPU job: 100 s fair-share, 50 s back-off of which 20 s held by the timer alone and 30 s without a local
+    # placement (ended at the timeout)
+    jobs = pd.DataFrame({"num_gpus": [4], "delay_fair_share_s": [100.0], "delay_backoff_s": [50.0],
+                         "delay_fragmentation_s": [0.0], "held_by_timer_s": [20.0], "locality_relaxed_s": [30.0],
+                         "locality_placed_s": [0.0], "locality_contended_s": [0.0]})
+    row = causes_by_bucket(jobs, SIM_CAUSE_COLUMNS).loc["2-4"]
+    assert row[["fair_share_share", "fragmentation_share", "other_share"]].tolist() == pytest.approx([2 / 3, 0.2,
+                                                                                                      2 / 15])

@@ -233,16 +233,30 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     causes = jobs[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s", "latency_s"]].sum()
     assert r["validation.heldout.latency_only_wait_share"] == pytest.approx(causes["latency_s"] / causes.sum(),
                                                                             rel=1e-9)
-    # Table 2 of the replay (queueing delay only, as the paper's): fragmentation includes the locality back-off
+    # Table 2 of the replay (queueing delay only, as the paper's): fragmentation is the time the VC had the GPUs but no
+    # placement met the job's locality; a back-off timer alone is other
     buckets = pd.cut(jobs["num_gpus"], [0, 1, 4, 8, np.inf], labels=["1", "2-4", "5-8", "gt8"])
     for b, part in jobs.groupby(buckets, observed=True):
-        fragmentation = (part["delay_fragmentation_s"] + part["delay_backoff_s"]).sum()
-        total = part["delay_fair_share_s"].sum() + fragmentation
+        fragmentation = part[["locality_relaxed_s", "locality_placed_s", "locality_contended_s"]].to_numpy().sum()
+        total = part["delay_fair_share_s"].sum() + fragmentation + part["held_by_timer_s"].sum()
         if total > 0:
             assert r[f"replay.table2.{b}.fragmentation_share"] == pytest.approx(fragmentation / total, abs=1e-12)
-            assert r[f"replay.table2.{b}.fair_share_share"] == pytest.approx(1 - fragmentation / total, abs=1e-12)
+            assert r[f"replay.table2.{b}.fair_share_share"] == pytest.approx(
+                part["delay_fair_share_s"].sum() / total, abs=1e-12)
         else:
             assert r[f"replay.table2.{b}.fair_share_share"] is None   # no queueing delay: shares undefined, not 0
+        if fragmentation > 0:   # how it ended: each share from the simulator's per-job record
+            for end in ("relaxed", "placed", "contended"):
+                assert r[f"replay.table2.{b}.fragmentation_{end}_share"] == pytest.approx(
+                    part[f"locality_{end}_s"].sum() / fragmentation, abs=1e-12)
+    # what the record's active count is (real data), and the replay in its units: the count of servers with a job is
+    # the validation target's, so its error is the held-out busy-server MAE to the completeness horizon
+    assert r["busy.record.gap_minutes"] == r["busy.record.gap_minutes_with_jobs"] == 1131
+    assert (r["busy.record.modal_total"], r["busy.record.servers_with_gpus"], r["busy.record.jump_active"]) == \
+        (420, 539, 95)
+    assert r["busy.record.inactive_share"] < r["busy.record.gpu_minutes_at_zero"]
+    assert r["busy.replay.servers_with_a_job.mae_pp"] == pytest.approx(r["validation.heldout.busy_servers_mae_pp"],
+                                                                        rel=1e-12)
     # preemptions: attempts ended by a reclaim among the jobs submitted in the held-out span, counted again
     att_all = rep.result.attempts
     mine = att_all[att_all["jobid"].isin(jobs["jobid"])]

@@ -80,3 +80,7 @@ def check_invariants(result, workload, topology) -> None:
     causes = ran[["delay_fair_share_s", "delay_fragmentation_s", "delay_backoff_s"]]
     assert (causes >= -1e-9).all().all()
     assert np.allclose(causes.sum(axis=1), ran["wait_s"])
+    # back-off and fragmentation split again, exactly, by what held the job and how each stretch of it ended
+    split = ran[["held_by_timer_s", "locality_relaxed_s", "locality_placed_s", "locality_contended_s"]]
+    assert (split >= -1e-9).all().all()
+    assert np.allclose(split.sum(axis=1), ran["delay_fragmentation_s"] + ran["delay_backoff_s"], atol=1e-6)

@@ -31,8 +31,14 @@ instant of a wait of a job of ``g`` GPUs in VC ``v``:
 
 Fair-share is checked first, so a wait that was blocked by both counts as
 fair-share. Time before the first event in the trace sees an empty cluster.
-These are the simulator's causes (:mod:`dlcluster.sim.engine`) with its
-back-off counted as fragmentation, as the paper's two-way split does.
+
+The simulator's Table 2 (:data:`SIM_CAUSE_COLUMNS`) has the same definition,
+from its own state: fragmentation is the time its VC had the GPUs (within
+quota, or lent) while no placement met the locality it asked for then (its
+back-off towards relaxing locality included, as in the paper); the time a
+back-off timer alone held a job, which no pass tried, is other.
+:func:`fragmentation_endings` says how that fragmentation ended: at the relax
+timeout, at a placement freeing up, or with the GPUs gone.
 """
 
 from __future__ import annotations
@@ -47,10 +53,14 @@ from .delays import bucket_label, format_seconds, reason_counts, require_columns
 from .timeline import ClusterTimeline, build_cluster_timeline, time_where
 
 CAUSES = ("fair_share", "fragmentation", "other")
-#: The simulator's per-job delay columns as Table 2 causes: the paper's two-way split counts
-#: the simulator's back-off (holding out for locality before relaxing it) as fragmentation.
+#: How a stretch of fragmentation ended -> the simulator's per-job column (:mod:`dlcluster.sim.results`).
+LOCALITY_END_COLUMNS = {"relaxed": "locality_relaxed_s", "placed": "locality_placed_s",
+                        "contended": "locality_contended_s"}
+#: The simulator's per-job columns as Table 2 causes (module docstring): fragmentation is every stretch in which
+#: no placement met the job's locality while its VC had the GPUs, however it ended; a back-off timer alone is other.
 SIM_CAUSE_COLUMNS = {"fair_share": "delay_fair_share_s",
-                     "fragmentation": ["delay_fragmentation_s", "delay_backoff_s"]}
+                     "fragmentation": list(LOCALITY_END_COLUMNS.values()),
+                     "other": "held_by_timer_s"}
 
 
 def _quota_map(quotas) -> dict:
@@ -202,6 +212,74 @@ def causes_by_bucket(table: pd.DataFrame, cause_columns: dict[str, str | list[st
             row[f"{cause}_median_wait_s"] = float(np.median(total[mine])) if mine.any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows).set_index("bucket")
+
+
+#: What ended each stretch of fragmentation, in words.
+LOCALITY_ENDS = {"relaxed": "at the relax timeout", "placed": "by a placement freeing up",
+                 "contended": "with the GPUs gone (fair-share)"}
+
+
+def fragmentation_endings(table: pd.DataFrame, end_columns: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per size bucket: the fragmentation delay and how its stretches ended.
+
+    ``table`` has ``bucket`` (or ``num_gpus``) and one seconds column per ending (default the simulator's,
+    :data:`LOCALITY_END_COLUMNS`). Columns: ``rows`` and ``fragmented`` (rows with any fragmentation),
+    ``fragmentation_h``, ``median_fragmentation_s`` (per fragmented row), and per ending ``<end>_share`` (of the
+    fragmentation seconds; NaN without any) and ``<end>_median_s`` (median per row that has that ending; NaN when
+    none has). Every bucket's fragmentation ending at the timeout is the relax timer, not a placement: read with
+    :func:`fragmentation_endings_finding`.
+    """
+    end_columns = end_columns or LOCALITY_END_COLUMNS
+    df = table.copy()
+    if "bucket" not in df.columns:
+        df["bucket"] = size_bucket(df["num_gpus"])
+    require_columns(df, list(end_columns.values()), "fragmentation table")
+    seconds = pd.DataFrame({end: df[col].astype(float) for end, col in end_columns.items()})
+    total = seconds.sum(axis=1)
+    rows = []
+    for bucket in SIZE_BUCKETS:
+        mine = (df["bucket"] == bucket).to_numpy()
+        if not mine.any():
+            continue
+        hit = mine & (total > 0).to_numpy()
+        frag = float(total[mine].sum())
+        row = {"bucket": bucket, "rows": int(mine.sum()), "fragmented": int(hit.sum()), "fragmentation_h": frag / 3600,
+               "median_fragmentation_s": float(np.median(total[hit])) if hit.any() else np.nan}
+        for end in end_columns:
+            part = seconds.loc[mine, end]
+            row[f"{end}_share"] = float(part.sum() / frag) if frag > 0 else np.nan
+            row[f"{end}_median_s"] = float(part[part > 0].median()) if (part > 0).any() else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("bucket")
+
+
+#: Fragmentation is called the relax timer's when at least this share of its seconds ended at the timeout.
+TIMER_DOMINATES = 0.5
+
+
+def fragmentation_endings_finding(endings: pd.DataFrame, relax_after_s: float | None = None) -> str:
+    """One sentence: per bucket, how much of the fragmentation delay ended at the relax timeout and how much at a
+    placement freeing up; and whether that makes the fragmentation the timer's (a property of the model, not a finding
+    about the cluster) or the placements'."""
+    have = endings[endings["fragmentation_h"] > 0]
+    if have.empty:
+        return "No fragmentation delay: no job waited while its VC had the GPUs but no placement met its locality."
+    ends = [e for e in LOCALITY_ENDS if f"{e}_share" in have.columns]
+    listed = "; ".join(f"{bucket_label(b)}: {format_seconds(3600 * r['fragmentation_h'])} over "
+                       f"{int(r['fragmented']):,} jobs, " + ", ".join(f"{_pct(r[f'{e}_share'])} {LOCALITY_ENDS[e]}"
+                                                                       for e in ends)
+                       for b, r in have.iterrows())
+    timed = float((have["relaxed_share"] * have["fragmentation_h"]).sum() / have["fragmentation_h"].sum()) \
+        if "relaxed_share" in have.columns else 0.0
+    timer = f" ({format_seconds(relax_after_s)})" if relax_after_s else ""
+    if timed >= TIMER_DOMINATES:
+        verdict = (f"overall {_pct(timed)} of it ended at the relax timeout{timer}: this fragmentation is mostly the "
+                   "relax timer the replay's placement runs into (by construction of the model), not time spent "
+                   "waiting for a local placement to free up, so it is not a finding about Philly")
+    else:
+        verdict = (f"overall {_pct(timed)} of it ended at the relax timeout{timer}; the rest ended with the cluster's "
+                   "state (a placement freeing up, or the GPUs taken): fragmentation from the mechanism")
+    return f"How the fragmentation delay ended, by job size ({listed}): {verdict}."
 
 
 def table2_finding(table: pd.DataFrame) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.delays import format_seconds
+from ..analysis.table2 import SIM_CAUSE_COLUMNS
 from ..ordering import decision_value
 from ..sim import (
     Topology,
@@ -296,7 +297,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
         "bucket": size_bucket(jobs["num_gpus"]).astype(str).to_numpy(),
         "ran": jobs["first_start_s"].notna().to_numpy(),
         "jct": jobs["jct_s"].to_numpy(float), "queue": jobs["queueing_delay_s"].to_numpy(float),
-        "frag": (jobs["delay_fragmentation_s"] + jobs["delay_backoff_s"]).to_numpy(float),
+        # Table 2's fragmentation: the VC had the GPUs, no placement met the job's locality (a timer alone: not)
+        "frag": jobs[SIM_CAUSE_COLUMNS["fragmentation"]].sum(axis=1).to_numpy(float),
         "fair": jobs["delay_fair_share_s"].to_numpy(float),
         "gpu_s": jobs["gpu_time_s"].to_numpy(float),
         "useful_s": np.where(passed, work * jobs["num_gpus"].to_numpy(), 0.0),

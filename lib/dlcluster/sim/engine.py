@@ -25,8 +25,10 @@ scheduling pass runs:
    * ``fragmentation``: enough such GPUs are free but no placement meets the
      locality the job requires.
 
-   The paper's two-way split (Table 2) counts back-off as fragmentation: in
-   both, quota was left and no placement met the locality asked for.
+   Back-off and fragmentation are split again (:mod:`.results`): *held* while
+   a back-off timer alone holds the job (no pass tries it); else no placement
+   met its locality, in stretches ended by a relax timeout, a placement
+   freeing up, or the GPUs going. Table 2 counts the latter as fragmentation.
 
 A job's speed comes from the slowdown model and changes when neighbours come
 and go; its end event is then rescheduled (stale events carry an old token and
@@ -53,7 +55,7 @@ from .cluster import ClusterState
 from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
 from .gang import GangHolds
-from .jobs import Cause, Job, JobState, Outcome
+from .jobs import Cause, Job, JobState, LocalityEnd, Outcome
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
 from .preemption import PassState, preempt_for
@@ -69,6 +71,7 @@ _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
 _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
 _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
 _FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
+_RELAXED, _PLACED, _CONTENDED = int(LocalityEnd.RELAXED), int(LocalityEnd.PLACED), int(LocalityEnd.CONTENDED)
 _INF = float("inf")
 
 
@@ -379,6 +382,8 @@ class Simulator:
 
     def set_level(self, job: Job, level: int, now: float) -> None:
         """Change a waiting job's locality level (policies relax it) and reconsider it now."""
+        if job.cause is not None and job.cause != _FAIR_SHARE:
+            self._end_stretch(job, now, _RELAXED)
         if self.gang_holds is not None and level > job.min_level and self.gang_holds.lift(job, now) is not None:
             self._capacity_freed = True     # its timeout: a gang gives back the GPUs it held
         self._remove_waiting(job)
@@ -390,6 +395,8 @@ class Simulator:
         """A waiting job starts an attempt on ``counts`` = [(server, GPUs)]."""
         if job.cause is not None:
             job.delay[job.cause] += now - job.cause_since
+            if job.cause != _FAIR_SHARE:
+                self._end_stretch(job, now, _PLACED)
         self._remove_waiting(job)
         if self.gang_holds is not None:
             self.gang_holds.lift(job, now)
@@ -727,4 +734,18 @@ class Simulator:
         if cause != job.cause:
             if job.cause is not None:
                 job.delay[job.cause] += now - job.cause_since
+            if job.cause is None or job.cause == _FAIR_SHARE:
+                job.stretch_since = now     # where a stretch of back-off or fragmentation would begin
+            elif cause == _FAIR_SHARE:
+                self._end_stretch(job, now, _CONTENDED)
             job.cause, job.cause_since = cause, now
+
+    @staticmethod
+    def _end_stretch(job: Job, now: float, end: int) -> None:
+        """Book the back-off or fragmentation time since ``job.stretch_since``: held by the timer, or waiting for
+        locality that ended as ``end`` (a :class:`LocalityEnd`); the next stretch starts now."""
+        if job.level < 0:
+            job.held_s += now - job.stretch_since
+        else:
+            job.locality_end[end] += now - job.stretch_since
+        job.stretch_since = now

@@ -23,6 +23,18 @@ class Cause(IntEnum):
 CAUSE_NAMES = ("fair_share", "fragmentation", "backoff")
 
 
+class LocalityEnd(IntEnum):
+    """How a stretch of waiting for locality ended (the VC had the GPUs, no placement met the job's locality)."""
+
+    RELAXED = 0       # the policy loosened the job's locality (Philly's relax timeout)
+    PLACED = 1        # the job started at the locality it waited for: a placement freed up
+    CONTENDED = 2     # the GPUs went: its VC's share, or the cluster's free GPUs, fell below its size
+
+
+#: Per-job column of each :class:`LocalityEnd` (seconds; :mod:`.results`).
+LOCALITY_END_NAMES = ("relaxed", "placed", "contended")
+
+
 class Outcome(IntEnum):
     """How an attempt ended."""
 
@@ -49,6 +61,8 @@ class Job:
         "tighter_needs",
         # queueing
         "key", "level", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
+        # back-off and fragmentation time split by what held the job and how each stretch ended (engine._stretch)
+        "stretch_since", "held_s", "locality_end",
         # policy state
         "attained", "queue",
         # history
@@ -90,6 +104,9 @@ class Job:
         self.cause = None
         self.cause_since = 0.0
         self.delay = [0.0, 0.0, 0.0]
+        self.stretch_since = 0.0
+        self.held_s = 0.0
+        self.locality_end = [0.0, 0.0, 0.0]
         self.starved_since = 0.0
         self.starved_check = -1
         self.attained = 0.0

@@ -8,6 +8,11 @@ is the UTC timestamp. Per job:
 * ``wait_s`` = all time spent waiting (first wait and re-queues), split
   exactly into ``delay_fair_share_s + delay_fragmentation_s + delay_backoff_s``
   (see :mod:`dlcluster.sim.engine` for the causes);
+* the same back-off and fragmentation time split again, exactly, by what held
+  the job (engine docstring): ``held_by_timer_s`` (the back-off timer alone)
+  and ``locality_relaxed_s``, ``locality_placed_s``, ``locality_contended_s``
+  (no placement met its locality, in stretches that ended at a relax timeout,
+  at its start where it waited, or when the GPUs went);
 * ``gpu_time_s`` = sum over attempts of duration x GPUs; ``held_gpu_s`` = GPU-seconds it held
   while it waited (:mod:`.gang`; 0 without gang holds);
 * ``num_servers``, ``num_racks``, ``locality``: of the first full-gang attempt.
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .jobs import CAUSE_NAMES, OUTCOME_NAMES
+from .jobs import CAUSE_NAMES, LOCALITY_END_NAMES, OUTCOME_NAMES
 from .placement import Locality
 from .sampler import COUNTS
 from .topology import Topology
@@ -46,8 +51,9 @@ class SimResult:
         """Waiting time by cause per job-size bucket (1, 2-4, 5-8, >8 GPUs): the ground truth for Table 2.
 
         Columns: jobs, jobs that waited, mean wait (s), the share of waiting
-        time per cause, and ``paper_fragmentation_share`` = fragmentation +
-        back-off (the paper's two-way split).
+        time per cause, and ``paper_fragmentation_share``: the VC had the GPUs
+        but no placement met the job's locality (fragmentation and back-off,
+        less the time a back-off timer alone held the job; Table 2's definition).
         """
         from ..trace.schema import SIZE_BUCKETS, size_bucket
 
@@ -61,7 +67,9 @@ class SimResult:
         waited = totals.sum(axis=1).replace(0.0, np.nan)
         for name, column in zip(CAUSE_NAMES, causes, strict=True):
             table[f"{name}_share"] = totals[column] / waited
-        table["paper_fragmentation_share"] = table["fragmentation_share"] + table["backoff_share"]
+        locality = ran[[f"locality_{name}_s" for name in LOCALITY_END_NAMES]].sum(axis=1)
+        by_bucket = locality.groupby(size_bucket(ran["num_gpus"]), observed=False).sum()
+        table["paper_fragmentation_share"] = by_bucket / waited
         return table.reindex(list(SIZE_BUCKETS)).rename_axis("size")
 
     def placements(self) -> pd.DataFrame:
@@ -113,9 +121,10 @@ class SimResult:
             return out
 
         rows = [(j.status, np.nan if j.first_start is None else j.first_start, j.end_time, *j.delay,
-                 j.num_attempts, j.failures, j.preemptions, j.migrations, j.early_stopped) for j in jobs]
+                 j.num_attempts, j.failures, j.preemptions, j.migrations, j.early_stopped, j.held_s,
+                 *j.locality_end) for j in jobs]
         (status, first_start, job_end, d_fair, d_frag, d_back, n_att, n_fail, n_pre, n_mig,
-         early) = (np.asarray(c) for c in zip(*rows, strict=True))
+         early, held, *locality_end) = (np.asarray(c) for c in zip(*rows, strict=True))
         first_start, job_end = first_start.astype(float), job_end.astype(float)
         arrival = w.arrival_s.astype(float)
         delay = np.stack([d_fair, d_frag, d_back], axis=1).astype(float)
@@ -129,6 +138,9 @@ class SimResult:
             "queueing_delay_s": first_start - arrival, "jct_s": job_end - arrival,
             "run_time_s": job_end - first_start, "gpu_time_s": gpu_time, "wait_s": delay.sum(axis=1),
             **{f"delay_{name}_s": delay[:, i] for i, name in enumerate(CAUSE_NAMES)},
+            "held_by_timer_s": held.astype(float),
+            **{f"locality_{name}_s": np.asarray(secs, dtype=float)
+               for name, secs in zip(LOCALITY_END_NAMES, locality_end, strict=True)},
             "num_attempts": n_att.astype(np.int64), "num_failures": n_fail.astype(np.int64),
             "num_preemptions": n_pre.astype(np.int64), "num_migrations": n_mig.astype(np.int64),
             "num_servers": pd.Series(of_first_gang("num_servers", 0), dtype="Int64").mask(~has),

@@ -95,21 +95,34 @@ def scorecard_text(card: pd.DataFrame) -> str:
     return ", ".join(parts[:1]) + (f" ({parts[1]})" if len(parts) > 1 else "")
 
 
-def replay_table2(rep: Replay, span: tuple | None = None, with_latency: bool = True) -> pd.DataFrame:
-    """Table 2 from the replay's own accounting of each job's first wait, jobs submitted in ``span``.
-
-    Fair-share and fragmentation (with the locality back-off, as the paper's
-    two-way split counts it) come from the simulator; the drawn scheduler
-    latency, which every job waits before it can be placed, is "other", or left
-    out (``with_latency=False``: the shares are of the queueing delay only, as
-    in the paper's table).
-    """
+def _replay_jobs(rep: Replay, span: tuple | None) -> pd.DataFrame:
+    """The replay's jobs submitted in ``span``, with the scheduler latency each waited (0 for jobs never started)."""
     jobs = rep.result.jobs.assign(latency_s=rep.latency_s)
     jobs["latency_s"] = jobs["latency_s"].where(jobs["queueing_delay_s"].notna(), 0.0)
     if span is not None:
         t = pd.to_datetime(jobs["submitted"])
         jobs = jobs[(t >= span[0]) & (t < span[1])]
+    return jobs
+
+
+def replay_table2(rep: Replay, span: tuple | None = None, with_latency: bool = True) -> pd.DataFrame:
+    """Table 2 from the replay's own accounting of each job's waiting, jobs submitted in ``span``: the one
+    Table 2 of the replay, which notebooks 01 and 05 both show.
+
+    Fair-share, fragmentation (the VC had the GPUs, no placement met the
+    job's locality: :data:`dlcluster.analysis.table2.SIM_CAUSE_COLUMNS`) and
+    other (a back-off timer alone held the job) come from the simulator; the
+    drawn scheduler latency, which every job waits before it can be placed, is
+    also "other", or left out (``with_latency=False``: the shares are of the
+    queueing delay only, as in the paper's table).
+    """
     columns = dict(table2.SIM_CAUSE_COLUMNS)
     if with_latency:
-        columns["other"] = "latency_s"
-    return table2.causes_by_bucket(jobs, columns)
+        columns["other"] = [columns["other"], "latency_s"]
+    return table2.causes_by_bucket(_replay_jobs(rep, span), columns)
+
+
+def replay_fragmentation_endings(rep: Replay, span: tuple | None = None) -> pd.DataFrame:
+    """How the replay's fragmentation delay (:func:`replay_table2`'s) ended, per size bucket, jobs submitted in
+    ``span`` (:func:`dlcluster.analysis.table2.fragmentation_endings`)."""
+    return table2.fragmentation_endings(_replay_jobs(rep, span))
