@@ -78,6 +78,9 @@ def test_findings_list_tested_claims_first_and_claims_whose_figure_another_noteb
     page = findings_html(table)
     assert page.index("§3.1 queueing and locality") < page.index("§4.2 failures")
     assert "<b>does not hold</b>: Figure 4 finding" in page
+    folded = page.split("<details>")[1]   # what cannot be tested is folded under its count, each with why
+    assert folded.startswith("<summary>cannot be tested on public data: 1, each with why</summary>")
+    assert "a claim not tested" in folded and "Figure 4 finding" not in folded
 
 
 def _executed(out: Path, stem: str) -> Path:

@@ -131,17 +131,27 @@ def findings_html(table: pd.DataFrame) -> str:
     parts = [("<h2 id='findings'>What the study finds</h2><p>Each claim of the paper, section by section: whether it "
               "<b>holds</b> on the public data, <b>does not hold</b>, or <b>cannot be tested on public data</b>, and "
               "why (generated from the scorecard below; each notebook opens with the same list).</p>")]
+    untested = ORDER[-1]
     for section, (name, stem) in SECTIONS.items():
         rows = table[table["section"] == section]
         if rows.empty:
             continue
-        items = "".join(
-            f"<li><b>{html.escape(r.outcome)}</b>: {html.escape(str(r.what))}: <i>{html.escape(str(r.published))}"
-            f"</i>{'; ours: ' + html.escape(r.ours) if r.ours else ''}. {html.escape(r.why)}</li>"
-            for r in rows.itertuples())
         parts.append(f"<h3>§{html.escape(section)} {html.escape(name)} (<a href='#{html.escape(stem)}'>"
-                     f"{html.escape(stem)}</a>): {html.escape(_tally(rows))}</h3><ul>{items}</ul>")
+                     f"{html.escape(stem)}</a>): {html.escape(_tally(rows))}</h3>")
+        tested = rows[rows["outcome"] != untested]
+        if len(tested):
+            parts.append(f"<ul>{_items_html(tested)}</ul>")
+        rest = rows[rows["outcome"] == untested]
+        if len(rest):   # folded: what compares something is what a reader sees first
+            parts.append(f"<details><summary>{html.escape(untested)}: {len(rest)}, each with why</summary>"
+                         f"<ul>{_items_html(rest)}</ul></details>")
     return "".join(parts)
+
+
+def _items_html(rows: pd.DataFrame) -> str:
+    return "".join(f"<li><b>{html.escape(r.outcome)}</b>: {html.escape(str(r.what))}: <i>"
+                   f"{html.escape(str(r.published))}</i>{'; ours: ' + html.escape(r.ours) if r.ours else ''}. "
+                   f"{html.escape(r.why)}</li>" for r in rows.itertuples())
 
 
 def with_findings(executed: Path, table: pd.DataFrame):
