@@ -117,3 +117,26 @@ def test_the_runner_fills_every_notebooks_findings_reused_or_not_and_only_when_t
     again = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "verdict"]
     assert again != verdict
     assert f"**{OUTCOMES[again].capitalize()}**: Figure 4 finding" in nbformat.read(one, as_version=4).cells[1].source
+
+
+@pytest.mark.notebook
+def test_ctrl_c_while_the_findings_are_written_leaves_the_index_as_it_was(tmp_path, monkeypatch):
+    from dlcluster.report import runner
+
+    (tmp_path / "nbs").mkdir()
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('output_dir = "x"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01 · Tiny"), params, nbformat.v4.new_code_cell("x = 1")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "nbs" / "01-tiny.ipynb")
+    (tmp_path / "p.yaml").write_text("seed: 0\n")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "write_findings", interrupted)
+    with pytest.raises(runner.ReportsInterrupted, match=r"while writing the findings.*index\.html was not updated"):
+        runner.run_reports(tmp_path / "p.yaml", tmp_path / "out", notebooks_dir=tmp_path / "nbs", html=False,
+                           echo=lambda line: None)
+    assert (tmp_path / "out" / "01-tiny.ipynb").exists() and not (tmp_path / "out" / "index.html").exists()
