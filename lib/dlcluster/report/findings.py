@@ -94,8 +94,8 @@ def notebook_findings(table: pd.DataFrame, stem: str) -> pd.DataFrame:
 
 
 def _tally(rows: pd.DataFrame) -> str:
-    counts = rows["outcome"].value_counts()
-    return " · ".join(f"{outcome} {int(counts[outcome])}" for outcome in ORDER if outcome in counts)
+    counts = {outcome: int((rows["outcome"] == outcome).sum()) for outcome in ORDER}
+    return " · ".join(f"{outcome} {n}" for outcome, n in counts.items() if n)
 
 
 def _item_markdown(row, stem: str) -> str:
