@@ -69,7 +69,7 @@ def _short(value) -> str:
         text = f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
     else:
         text = " ".join(str(value).split()).rstrip(".")
-    return text if len(text) <= SHORT else text[:SHORT].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return text if len(text) <= SHORT else text[:SHORT].rsplit(" ", 1)[0].rstrip(",;:") + " (…)"
 
 
 def findings(card: pd.DataFrame) -> pd.DataFrame:
