@@ -108,6 +108,36 @@ def test_few_values_are_faded_and_said():
     assert line.get_label() == "many (n=40)" and line.get_alpha() is None
 
 
+def test_a_legend_too_small_to_read_is_found_and_place_legend_raises_it():
+    fig, ax = _cdf_panel(None)
+    ax.legend(loc="lower right", fontsize=5.5)
+    assert any("the legend's text is 5.5 pt" in p for p in P.figure_problems(fig))
+    assert P.figure_problems(fig, dpi=2 * P.REPORT_DPI) == []   # twice the pixels: it reads
+    legend = P.place_legend(ax, fontsize=5.5)
+    assert {t.get_fontsize() for t in legend.get_texts()} == {P.LEGEND_MIN_POINTS}
+    assert P.figure_problems(fig) == []
+
+
+def test_a_panel_without_data_of_ours_says_so_or_is_hidden():
+    fig, axes = plt.subplots(1, 3, sharey=True, figsize=(9, 3))
+    for ax in axes:
+        ax.set_xlabel("x")
+        ax.axvline(0.5, color="0.8")   # a guide line is not data
+    axes[0].set_ylabel("share")
+    axes[0].plot([0, 1], [0, 1], label="ours")
+    P.mark_reference(axes[1].plot([0, 1], [0, 0.5], label="full trace"))
+    axes[0].set_title("VC a"), axes[1].set_title("VC b"), axes[2].set_title("VC c")
+    problems = " ".join(P.figure_problems(fig))
+    assert "VC b: the panel holds only reference curves, no data of ours" in problems
+    assert "VC c: the panel has no data" in problems and "VC a" not in problems
+    P.no_data_title(axes[1], "VC b", has_ours=False)
+    assert axes[1].get_title() == "VC b: no data of ours"
+    axes[2].set_visible(False)
+    assert P.figure_problems(fig) == []
+    P.no_data_title(axes[0], "VC a", has_ours=True)
+    assert axes[0].get_title() == "VC a"
+
+
 def test_duration_ticks_carry_units_and_fit_the_range():
     assert [text for _, text in P.duration_ticks(1, 1e6)] == ["1 s", "1 min", "10 min", "1 h", "6 h", "1 d", "1 w"]
     assert [text for _, text in P.duration_ticks(86400 * 0.9, 86400 * 3.5)] == ["1 d", "2 d", "3 d"]

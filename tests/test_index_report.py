@@ -101,8 +101,10 @@ def test_index_lists_notebooks_comparisons_data_command_and_versions(tmp_path):
     failed = _executed(tmp_path, "11-z", title="# 11 · Failed one")
     page = write_index(tmp_path, params, [with_rows, without_rows, failed],
                        command=["dlcluster", "reports", "--params", "params/ci.yaml"]).read_text()
-    assert page.count("<h2 id=") == 6  # the reproduction scorecard, three notebooks, data, how it was built
-    assert page.index("<h2 id='scorecard'>") < page.index("<h2 id='09-x'>")   # the scorecard comes first
+    assert page.count("<h2 id=") == 7  # the findings, the scorecard, three notebooks, data, how it was built
+    assert page.index("<h2 id='findings'>") < page.index("<h2 id='scorecard'>") < page.index("<h2 id='09-x'>")
+    findings = page.split("<h2 id='findings'>")[1].split("<h2 id='scorecard'>")[0]   # what the study finds, first
+    assert "§4.2 failures" in findings and "killed or unsuccessful jobs" in findings
     assert (tmp_path / "scorecard.json").exists()
     assert "<a href='09-x.html'>09 · A test notebook</a>" in page
     assert "<a href='10-y.ipynb'>10 · Another</a>" in page  # no HTML rendered: link the notebook

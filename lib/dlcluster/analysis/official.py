@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..codeversion import cached_result
 from ..report import verdicts as vd
+from ..report.plotting import mark_reference
 from ..sources.official import accuracy, curves
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 
@@ -298,9 +299,10 @@ def plot_official(ax, points: pd.DataFrame, label: str = "full trace (official f
     kwargs = {"color": OFFICIAL_COLOR, "lw": 2.2, "alpha": 0.55, **style}
     seen = part["flag"].isin(curves.VISIBLE)
     y = part["cdf"].where(seen)
-    ax.plot(part["x"], y, label=label, **kwargs)
+    lines = ax.plot(part["x"], y, label=label, **kwargs)
     if (~seen).any():
-        ax.plot(part["x"], part["cdf"].where(~seen), ls=":", **{k: v for k, v in kwargs.items() if k != "ls"})
+        lines += ax.plot(part["x"], part["cdf"].where(~seen), ls=":", **{k: v for k, v in kwargs.items() if k != "ls"})
+    mark_reference(lines)   # not data of ours: a panel with only these says so (plotting.no_data_title)
 
 
 def plot_ours(ax, values, weights=None, label: str = "ours", **style):

@@ -7,6 +7,7 @@ Not to be confused with ``reports/``, the folder these write into.
 * :mod:`.plotting`: shared figure style and helpers;
 * :mod:`.runner`: ``make reports`` (papermill per notebook, HTML, atomic outputs, progress, cache, Ctrl-C);
 * :mod:`.progress`: progress lines in the terminal, also from code running in a notebook's kernel (sweeps);
+* :mod:`.findings`: each claim of the paper as holds / does not hold / cannot be tested, from the scorecard;
 * :mod:`.index`: ``reports/<config>/index.html``.
 """
 

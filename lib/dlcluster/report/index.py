@@ -32,9 +32,10 @@ import yaml
 from ..paths import data_dir, repo_root
 from ..atomic import atomic_write_text
 from .notebook import read_results_json
+from .findings import findings, findings_html
 from .reference import COMPARISON_FIELDS, load_reference, published_vs_ours
 from . import verdicts as vd
-from .reproduction import OFFICIAL_REFERENCE, VERDICTS, counts, is_missing, official_card, write_scorecard
+from .reproduction import OFFICIAL_REFERENCE, VERDICTS, counts, is_missing, official_card, scorecard, write_scorecard
 
 #: Packages whose versions the index lists (those the notebooks and the simulator run on).
 PACKAGES = ("numpy", "pandas", "pyarrow", "duckdb", "scipy", "statsmodels", "matplotlib", "seaborn", "tqdm",
@@ -354,9 +355,11 @@ def write_index(out_dir: str | Path, params_path: str | Path, executed_notebooks
         "USENIX ATC 2019. Each notebook's results beside the published values; provenance tags: "
         f"{_tag('quoted')} a sentence of the paper quoted verbatim, {_tag('summary')} stated by published "
         f"summaries, {_tag('trace')} a fact about the released trace.</p>"
-        f"<ul><li><a href='#scorecard'>Reproduction scorecard</a> (and the <a href='#official'>full trace's own "
+        "<ul><li><a href='#findings'>What the study finds</a></li>"
+        f"<li><a href='#scorecard'>Reproduction scorecard</a> (and the <a href='#official'>full trace's own "
         f"figures</a>)</li>{contents}<li><a href='#data'>Data sources</a>"
         "</li><li><a href='#how'>How this was built</a></li></ul>"
+        + findings_html(findings(scorecard(out_dir)))
         + scorecard_section(out_dir)
         + "".join(sections)
         + data_section(params)

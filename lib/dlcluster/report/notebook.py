@@ -141,7 +141,7 @@ class Report:
         from .plotting import figure_problems
 
         try:
-            problems = figure_problems(fig)
+            problems = figure_problems(fig, dpi=dpi)
         except Exception as exc:
             problems = [f"the figure checks could not run: {type(exc).__name__}: {exc}"]
         fig.text(0.005, 0.0, caption_lines(f"Data: {data}", fig.get_size_inches()[0]), fontsize=CAPTION_POINTS,

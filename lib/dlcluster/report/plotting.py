@@ -11,7 +11,11 @@ The rules (each a helper here, and checked on every saved figure by :func:`figur
   outside) and has no entry without a curve;
 * every panel with data has its axes named (its own label, a label shared by its row or column, or category
   tick labels);
-* long category labels are wrapped, not rotated into a strip (:func:`wrap_labels`).
+* long category labels are wrapped, not rotated into a strip (:func:`wrap_labels`);
+* a legend can be read in the saved PNG: its text is at least :data:`LEGEND_MIN_POINTS` at the reports' resolution
+  (:data:`REPORT_DPI`; :func:`place_legend` raises a smaller size to it);
+* a panel holds data of ours or says so in its title (:func:`no_data_title`): a panel with no curve at all, or only
+  reference curves (the full trace's, drawn by :func:`mark_reference`), is hidden or titled so.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ FEW = 30
 #: A legend may cover at most this many data points (or this share of a panel's points, if more).
 LEGEND_MAX_COVERED = 3
 LEGEND_MAX_COVERED_SHARE = 0.01
+#: The resolution the reports save figures at (:meth:`dlcluster.report.Report.figure`), dots per inch.
+REPORT_DPI = 110
+#: The smallest legend text that reads in a saved PNG: 7 pt at :data:`REPORT_DPI` (about 11 pixels tall).
+LEGEND_MIN_POINTS = 7.0
+#: What the title of a panel without data of ours says (:func:`no_data_title`); the check looks for "no ..." in it.
+NO_DATA = "no data of ours"
+NO_DATA_WORDS = re.compile(r"\bno\b|\bnone\b|\bnot in (our|the) data\b", re.IGNORECASE)
+#: The gid of an artist drawn from a reference (the full trace's own figure), not from data of ours.
+REFERENCE_GID = "reference"
 #: Durations a time axis may put a tick at (seconds, label).
 DURATION_TICKS = [(1, "1 s"), (2, "2 s"), (5, "5 s"), (10, "10 s"), (20, "20 s"), (30, "30 s"), (60, "1 min"),
                   (120, "2 min"), (300, "5 min"), (600, "10 min"), (1200, "20 min"), (1800, "30 min"),
@@ -119,6 +132,25 @@ def seconds_axis(ax, axis: str = "x", label: str | None = None) -> None:
         (ax.set_xlabel if axis == "x" else ax.set_ylabel)(f"{label} (log scale)")
 
 
+def legend_points(size=None) -> float:
+    """A legend font size (points) no smaller than :data:`LEGEND_MIN_POINTS`; a named size ('small') counts as the
+    minimum."""
+    return max(float(size), LEGEND_MIN_POINTS) if isinstance(size, (int, float)) else LEGEND_MIN_POINTS
+
+
+def mark_reference(*artists) -> None:
+    """Mark artists drawn from a reference (the full trace's own figure): a panel that holds only these has no data
+    of ours, and must say so in its title."""
+    for artist in artists:
+        for part in artist if isinstance(artist, (list, tuple)) else [artist]:
+            part.set_gid(REFERENCE_GID)
+
+
+def no_data_title(ax, title: str, has_ours: bool, **kwargs) -> None:
+    """Title a panel, adding ': no data of ours' when ``has_ours`` is false (the rule for panels without our data)."""
+    ax.set_title(title if has_ours else f"{title}: {NO_DATA}", **kwargs)
+
+
 def wrap_labels(labels, width: int = 14) -> list[str]:
     """Category labels wrapped onto lines of at most ``width`` characters (instead of rotated)."""
     return [textwrap.fill(str(label), width) for label in labels]
@@ -198,7 +230,9 @@ def _allowed(total: int) -> int:
 
 def place_legend(ax, outside_loc: str = "upper left", **kwargs):
     """A legend of the entries that draw something, in the corner where it covers the fewest data points; outside
-    the panel (to the right) when every corner covers more than a few."""
+    the panel (to the right) when every corner covers more than a few. Its font is at least
+    :data:`LEGEND_MIN_POINTS`."""
+    kwargs["fontsize"] = legend_points(kwargs.get("fontsize"))
     handles, labels = [], []
     for artist in _labelled(ax):
         if _has_data(artist):
@@ -247,12 +281,58 @@ def _panels_with_data(fig) -> list:
             and ax.get_label() != "<colorbar>"]
 
 
-def figure_problems(fig) -> list[str]:
-    """What a machine can check of the rules above, on a figure about to be saved: a legend over more than a few
-    data points, a legend entry without a curve, a panel's axis without a name, a log axis without its unit."""
+def _data_artists(ax) -> list:
+    """The artists of a panel that draw data: not a line or span across the axes (``axvline``, ``axhspan``: their
+    transform is not the data's), nor an empty one."""
+    out = []
+    for artist in (*ax.lines, *ax.patches):
+        if artist.get_transform().contains_branch(ax.transData) and (artist.get_gid() == REFERENCE_GID
+                                                                      or _has_data(artist)):
+            out.append(artist)
+    out += [a for a in (*ax.collections, *ax.images) if a.get_gid() == REFERENCE_GID or _has_data(a)]
+    return out
+
+
+def _empty_panels(fig) -> list[str]:
+    """Panels shown with no data of ours whose title does not say so."""
+    problems = []
+    for k, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison or ax.get_label() == "<colorbar>":
+            continue
+        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t)
+        if NO_DATA_WORDS.search(title) or any(NO_DATA_WORDS.search(t.get_text()) for t in ax.texts):
+            continue   # it says so, in its title or in a note on the panel
+        drawn = _data_artists(ax)
+        if not drawn:
+            problems.append(f"{title or f'panel {k + 1}'}: the panel has no data; hide it or say so in its title")
+        elif all(a.get_gid() == REFERENCE_GID for a in drawn):
+            problems.append(f"{title or f'panel {k + 1}'}: the panel holds only reference curves, no data of ours; "
+                            f"say so in its title ({NO_DATA!r}: plotting.no_data_title)")
+    return problems
+
+
+def _small_legends(fig, dpi: float) -> list[str]:
+    """Legends whose text is smaller in the saved PNG than :data:`LEGEND_MIN_POINTS` at :data:`REPORT_DPI`."""
+    least_px = LEGEND_MIN_POINTS * REPORT_DPI / 72
+    problems = []
+    legends = [(ax.get_title() or f"panel {k + 1}", ax.get_legend()) for k, ax in enumerate(fig.axes)]
+    for name, legend in [*legends, *(("the figure", lg) for lg in fig.legends)]:
+        if legend is None or not legend.get_visible() or not legend.get_texts():
+            continue
+        smallest = min(t.get_fontsize() for t in legend.get_texts())
+        if smallest * dpi / 72 < least_px - 1e-6:
+            problems.append(f"{name}: the legend's text is {smallest:g} pt, {smallest * dpi / 72:.1f} px at {dpi:g} "
+                            f"dpi; at least {least_px:.1f} px ({LEGEND_MIN_POINTS:g} pt at {REPORT_DPI} dpi) reads")
+    return problems
+
+
+def figure_problems(fig, dpi: float = REPORT_DPI) -> list[str]:
+    """What a machine can check of the rules above, on a figure about to be saved at ``dpi``: a legend over more than
+    a few data points, a legend entry without a curve, a panel's axis without a name, a log axis without its unit, a
+    legend too small to read, a panel without data of ours that does not say so."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    problems = []
+    problems = _small_legends(fig, dpi) + _empty_panels(fig)
     panels = _panels_with_data(fig)
     rows: dict[float, list] = {}
     cols: dict[float, list] = {}

@@ -17,6 +17,8 @@ leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
   unencrypted TCP to warn about); ``verbose`` also streams cell output.
 * **Cache**: ``<out>/<stem>/run.json`` keeps the :func:`notebook_fingerprint` of a
   finished run; an unchanged notebook is reused, not executed (``force`` reruns).
+* **Findings**: once every notebook has run (or been reused), each notebook's cell tagged ``findings`` is filled
+  from the scorecard of all of them and its HTML rendered again (:func:`write_findings`), then the index is written.
 * **Two at a time**: the notebooks are independent (those that share the
   calibration wait for one search, :func:`dlcluster.validation.calibration.calibrated_params`),
   so up to ``jobs`` run side by side, each in its own kernel: one notebook's
@@ -43,8 +45,10 @@ from typing import Callable
 
 import yaml
 
+from .findings import findings, with_findings
 from .index import write_index
 from .progress import PROGRESS_ENV, ProgressTail, format_duration
+from .reproduction import scorecard
 from ..atomic import atomic_write_text
 from ..codeversion import code_version, environment_version
 from ..paths import data_dir, repo_root
@@ -313,18 +317,37 @@ def execute_notebook(nb: Path, out_dir: Path, params: dict, kernel: str = "pytho
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def render_html(executed: Path) -> Path:
-    """The executed notebook as a report: text, tables and figures first, every code cell folded behind a toggle."""
+def render_html(executed: Path, nb=None) -> Path:
+    """The executed notebook (``nb``, its node, if given, else read from ``executed``) as a report beside it: text,
+    tables and figures first, every code cell folded behind a toggle."""
     import nbformat
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATES)], template_name="dlcluster")
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
-    out = executed.with_suffix(".html")
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(body)
-    os.replace(tmp, out)
-    return out
+    body, _ = exporter.from_notebook_node(nb if nb is not None else nbformat.read(executed, as_version=4))
+    return atomic_write_text(executed.with_suffix(".html"), body)
+
+
+def write_findings(out_dir: Path, executed: list[Path], html: bool = True) -> list[Path]:
+    """Fill each executed notebook's findings cell from the scorecard of ``out_dir`` (reused notebooks too, since
+    another notebook's result may have changed them) and render its HTML again; the notebooks it rewrote.
+
+    Each file is replaced atomically, the HTML before the notebook: interrupted between the two, the notebook
+    still holds its old findings, so the next run writes both again.
+    """
+    import nbformat
+
+    table = findings(scorecard(out_dir))
+    rewritten = []
+    for path in executed:
+        nb = with_findings(path, table) if path.exists() else None
+        if nb is None:
+            continue
+        if html:
+            render_html(path, nb)
+        atomic_write_text(path, nbformat.writes(nb))
+        rewritten.append(path)
+    return rewritten
 
 
 class ReportsInterrupted(Exception):
@@ -453,6 +476,12 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
     if failed:
         raise failed[0].error
     done = [out_dir / f"{nb.stem}.ipynb" for nb in notebooks]
+    try:
+        write_findings(out_dir, done, html=html)
+    except KeyboardInterrupt:
+        raise ReportsInterrupted(
+            f"interrupted while writing the findings into the notebooks: every notebook is complete, but some may "
+            f"show the findings of an earlier run until the next; {out_dir / 'index.html'} was not updated") from None
     write_index(out_dir, params_path, done, status=status)
     echo_line(f"dlcluster reports: wrote {out_dir / 'index.html'}")
     return done

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report.plotting import plot_cdf, seconds_axis
+from ..report.plotting import LEGEND_MIN_POINTS, mark_reference, no_data_title, plot_cdf, seconds_axis
 from .calibrate import DELAY_BUCKETS, in_span, ks_distance, latency_cdf, latency_row
 
 
@@ -54,6 +54,7 @@ def plot_fig3_panel(points: pd.DataFrame, waits: pd.DataFrame, cells: pd.DataFra
     in the official axes (log minutes 0.1 .. 10^4); each scored cell's KS in the legend."""
     from .fig3 import VISIBLE, X_RANGE
 
+    simulated = 0
     for bucket in ("1", "2-4", "5-8", ">8"):
         curve = points[(points["vc"] == vc) & (points["bucket"] == bucket) & points["flag"].isin(VISIBLE)]
         mine = waits[(waits["vc"] == vc) & (waits["bucket"] == bucket) & (waits["wait_s"] > 0)]
@@ -64,16 +65,18 @@ def plot_fig3_panel(points: pd.DataFrame, waits: pd.DataFrame, cells: pd.DataFra
         ks = cells.loc[key, "ks"] if key in cells.index and bool(cells.loc[key, "scored"]) else np.nan
         if len(curve):
             curve = curve.sort_values("minutes", kind="stable")
-            ax.plot(curve["minutes"], curve["cdf_percent"] / 100, color=color, lw=1.4,
-                    label=f"{bucket} GPU full trace" + (f" (KS {ks:.2f})" if np.isfinite(ks) else ""))
+            mark_reference(ax.plot(curve["minutes"], curve["cdf_percent"] / 100, color=color, lw=1.4,
+                                   label=f"{bucket} GPU full trace"))
         if len(mine):
+            simulated += len(mine)
             x = np.sort(mine["wait_s"].to_numpy(float) / 60.0, kind="stable")
             ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", color=color, lw=1.0, ls="--",
-                    label=f"{bucket} GPU SIMULATED ({len(x):,})")
-    ax.set(xscale="log", xlim=X_RANGE, ylim=(0, 1), title=f"VC {vc}")
+                    label=f"{bucket} GPU replay, n={len(x):,}" + (f", KS {ks:.2f}" if np.isfinite(ks) else ""))
+    ax.set(xscale="log", xlim=X_RANGE, ylim=(0, 1))
+    no_data_title(ax, f"VC {vc}", simulated > 0)
     ax.axvline(3.0, color="0.8", lw=0.8)
     ax.grid(alpha=0.3, ls="--")
-    ax.legend(fontsize=5.5, loc="lower right")
+    ax.legend(fontsize=LEGEND_MIN_POINTS, loc="lower right")
 
 
 def plot_vc_delay_cdfs(pairs: pd.DataFrame, vcs: list, axes, floor_s: float = 1.0) -> None:
