@@ -26,6 +26,11 @@ def test_failures_notebook_results(ci_notebook, public_trace, fallback_cross_val
     # failed jobs hold less of the GPU time (32%) than of the jobs (46%): they fail before running as long
     assert r["failures.unsuccessful_gpu_time_pct"] < r["failures.unsuccessful_jobs_pct"]
     assert r["failures.mean_attempts"] == 1.0 and r["failures.retried_jobs_pct"] == 0.0
+    # beside them, each public selection with a label of its own (the same tables as notebook 05's): the DRE records
+    # are these; the share of DRE jobs retried, reconstructed from the data, beside the full log's check, quoted
+    assert r["failures.dre_records.unsuccessful_jobs_pct"] == r["failures.unsuccessful_jobs_pct"]
+    assert r["dre.retried_share.extract"] == pytest.approx(593 / 2521)
+    assert r["dre.retried_share.reconstructed"] > r["dre.retried_share.reconstructed_passed"]
     # one attempt per record: the RTF percentiles are those of the failed records' run times (linear interpolation)
     for p in (50, 90, 95):
         assert r[f"failures.rtf_p{p}_s"] == pytest.approx(np.percentile(dre.loc[failed, "run_time_s"], p), rel=1e-9)

@@ -670,4 +670,6 @@ def annotator_agreement(messages: pd.DataFrame, second: pd.DataFrame,
                        classifier_vs_second=int((guess == part["reason_second"]).sum()),
                        classifier_on_agreed=int((guess == part["reason"])[agree].sum()))
         rows.append(row)
-    return pd.DataFrame(rows).set_index("split")
+    table = pd.DataFrame(rows).set_index("split")
+    counts = [c for c in table.columns if c != "kappa"]
+    return table.astype({c: "Int64" for c in counts})   # counts stay integers, also where a split has none

@@ -311,7 +311,7 @@ def plot_servers_trend(locality: pd.DataFrame, trend: Trend, ax, seed: int = 0) 
     ax.plot(xs, np.maximum(fit, 1.0), color="black", lw=2,
             label=f"OLS trend ({common_size}-GPU jobs): x{10 ** trend.slope:.2f} per server")
     seconds_axis(ax, axis="y", label="queueing delay")
-    ax.set_xlabel("servers of the first attempt")
+    ax.set_xlabel("distinct servers of the first attempt")
     verdict = "supports" if trend.supports_claim() else "does not support"
     ax.set_title(f"{trend.bucket} GPUs (n={trend.jobs}): slope {trend.slope:+.3f} log10/server, "
                  f"one-sided p={trend.p_negative:.2g}\n{verdict} 'more servers, less waiting'", fontsize=9)

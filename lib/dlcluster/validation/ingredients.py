@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .workload import RETRY_GAP_S, retried_mask
+
 #: Quantiles kept of the share of a retried job's duration before its last attempt.
 SPLIT_POINTS = 21
 
@@ -42,12 +44,12 @@ def burst_users(workload, gap_s: float = 60.0) -> np.ndarray:
     return out
 
 
-def fit_attempt_split(waits: pd.DataFrame, min_gap_s: float = 60.0) -> tuple:
+def fit_attempt_split(waits: pd.DataFrame, min_gap_s: float = RETRY_GAP_S) -> tuple:
     """``(share retried, q_0, ..., q_1)`` from :func:`.workload.dre_first_waits`'s table: the share of records whose
     first start lies more than ``min_gap_s`` before their last (recorded - first wait), and :data:`SPLIT_POINTS`
     quantiles of (last start - first start) / (end - first start) among them, rounded to 6 decimals."""
     earlier = waits["recorded_wait_s"].to_numpy(float) - waits["first_wait_s"].to_numpy(float)
-    retried = earlier > min_gap_s
+    retried = retried_mask(waits, min_gap_s)
     if not retried.any():
         return (0.0,)
     span = earlier + waits["run_time_s"].to_numpy(float)

@@ -223,6 +223,18 @@ def workload_from_job_log(trace) -> tuple[Workload, dict]:
                        "excluded": excluded, "source": f"job log ({trace.name})"}), excluded
 
 
+#: A DRE record whose last attempt started more than this after its first (its recorded wait that much longer than
+#: its reconstructed first wait) had earlier attempts: one minute, the reconstruction's tolerance.
+RETRY_GAP_S = 60.0
+
+
+def retried_mask(first_waits: pd.DataFrame, min_gap_s: float = RETRY_GAP_S) -> np.ndarray:
+    """Per row of :func:`dre_first_waits`'s table: True where the record's last attempt started more than
+    ``min_gap_s`` after its first (recorded wait - reconstructed first wait), i.e. the job ran earlier attempts."""
+    earlier = first_waits["recorded_wait_s"].to_numpy(float) - first_waits["first_wait_s"].to_numpy(float)
+    return earlier > min_gap_s
+
+
 def dre_first_waits(replay: ReplayWorkload, dre_jobs: pd.DataFrame,
                     tolerance_s: float = 60.0) -> tuple[pd.DataFrame, dict]:
     """The DRE records' first-attempt queueing delay, by the official definition (first start - submit).
