@@ -98,8 +98,11 @@ def _results(out: Path, stem: str, results: dict) -> None:
 @pytest.mark.notebook
 def test_the_runner_fills_every_notebooks_findings_reused_or_not_and_only_when_they_change(tmp_path):
     one, six = _executed(tmp_path, "01-locality-queueing"), _executed(tmp_path, "06-design-implications")
-    _results(tmp_path, "01-locality-queueing", {"fig4.supports_claim.5-8": True, "fig4.supports_claim.gt8": False,
-                                                "queueing.fig4_finding": "mixed"})
+    # Figure 4's finding: the slope's interval includes zero for 5-8 GPUs (not shown), below zero for >8
+    fig4 = {"queueing.fig4_finding": "mixed", "fig4.jobs.5-8": 150, "fig4.jobs.gt8": 120,
+            "fig4.slope_ci_low.5-8": -0.05, "fig4.slope_ci_high.5-8": 0.02,
+            "fig4.slope_ci_low.gt8": -0.09, "fig4.slope_ci_high.gt8": -0.01}
+    _results(tmp_path, "01-locality-queueing", fig4)
     assert write_findings(tmp_path, [one, six]) == [one, six]
     cell = nbformat.read(one, as_version=4).cells[1]
     assert FINDINGS_TAG in cell.metadata["tags"] and cell.source.startswith("## Findings")
@@ -111,8 +114,8 @@ def test_the_runner_fills_every_notebooks_findings_reused_or_not_and_only_when_t
     assert one.stat().st_mtime_ns == stamp
 
     # another result moved (as when only that notebook ran again): the unchanged notebook's findings follow it
-    _results(tmp_path, "01-locality-queueing", {"fig4.supports_claim.5-8": True, "fig4.supports_claim.gt8": True,
-                                                "queueing.fig4_finding": "both"})
+    _results(tmp_path, "01-locality-queueing", {**fig4, "queueing.fig4_finding": "both",
+                                                "fig4.slope_ci_low.5-8": -0.06, "fig4.slope_ci_high.5-8": -0.02})
     assert write_findings(tmp_path, [one, six], html=False) == [one]
     again = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "verdict"]
     assert again != verdict
