@@ -173,22 +173,27 @@ def test_calibrated_load_interpolates():
 
 
 def test_experiment_cells_of_the_small_grids():
-    for name, calibrated, loads, timeouts in (("small", None, {1.0}, 2), ("pollux-small", 3.5, {3.5}, 1)):
+    # small: one replay per arm (the block design), the calibrated timeout only; pollux-small: 180 s
+    for name, calibrated, loads, timeouts in (("small", None, {1.0}, 0), ("pollux-small", 3.5, {3.5}, 1)):
         spec = E.grid_spec(name)
         cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
-        # locality: strict, any, the timeouts (small: 60 and 180 s, the calibration grid's; pollux-small: 180 s),
-        # long jobs strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings;
-        # early stop: off + 1 tolerance; policies at two loads
-        assert counts == {"locality": 2 * (4 + timeouts), "interference": 10, "failures": 8, "early_stop": 4,
-                          "policy": 2 * len(spec.policies) * 2}, name
+        # locality: strict, any, the grid's timeouts and the calibrated one (180 s unless given), long jobs
+        # strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings; early stop: off +
+        # 1 tolerance; policies at two loads
+        assert counts == {"locality": 2 * (5 + timeouts - (name == "pollux-small")), "interference": 10,
+                          "failures": 8, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
         assert all(c["inputs"] == "fp" for c in cells)
     validated = E.experiment_cells(E.grid_spec("small"), "public", "fp", [0], default_relax_s=60.0)
     assert all(c["replay"] == E.grid_spec("small").replay.cell() for c in validated)
+    assert E.grid_spec("small").replay.block_days == 1.0 and E.grid_spec("full").replay.block_days == 7.0
     # the calibrated relax timeout joins the grid's and is the long-jobs arms' timeout
     assert sorted({c["relax_after_s"] for c in validated if c["experiment"] == "locality" and c["relax_after_s"]}) \
-        == [60.0, 180.0]
+        == [60.0]
+    full = E.experiment_cells(E.grid_spec("full"), "public", "fp", [0], default_relax_s=120.0)
+    assert sorted({c["relax_after_s"] for c in full if c["experiment"] == "locality" and c["relax_after_s"]}) \
+        == [60.0, 120.0, 900.0]
     assert {c["relax_after_s"] for c in validated if c.get("long_jobs") in ("strict", "migrate")} == {60.0}
     with pytest.raises(ValueError, match="no calibrated factor"):
         E.experiment_cells(E.grid_spec("pollux-small"), "public", "fp", [0])
@@ -453,3 +458,56 @@ def test_policy_context_is_generated_from_the_same_runs():
     assert "the mean wait of all jobs was 1.5 h [95% CI " in text and "had queues to act on" in text
     rows["waited_share"] = [0.001, 0.002, 0.5, 0.5]
     assert "the policies can only tie here" in E.policy_context(rows, "L")
+
+
+def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
+    """The block design's Philly arm (policy experiment, real load) and its no-failures arm are notebook 05's replay
+    (:func:`dlcluster.validation.calibrate.run_replay` with the calibrated parameters): the same jobs' JCTs, waits
+    and per-block busy servers, with calibrated options that differ from the simulator's defaults."""
+    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import calibration as vcache
+    from dlcluster.validation import workload as vw
+
+    full = vw.rfold_replay_workload(public_trace)
+    begin = pd.Timestamp("2017-10-10 07:00", tz="UTC")
+    replay = vw.measurement_window(full, begin, 2.0, 1.0)   # a short replay: 1 day of warm-up, 2 measured
+    params = vc.ReplayParams(unknown_vc_quota="demand", max_capacity_factor=1.5, reclaim_after_s=120.0,
+                             relax_after_s=600.0, rack_size=32, placement="best_fit", latency_s=60.0)
+    calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
+                                                          "held_out": (begin, begin + pd.Timedelta(days=30))},
+                                 {"complete_until": begin + pd.Timedelta(days=2), "busy_servers_mae_pp": 1.0,
+                                  "busy_servers_mae_pp_complete": 1.0, "gpu_allocation_shortfall_pp": -1.0,
+                                  "max_median_ratio": 1.2, "max_p90_ratio": 1.9, "max_ks": 0.1,
+                                  "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
+                                 {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": 2.0,
+                                  "warmup_days": 1.0}, "k")
+    workloads = vcache.ReplayWorkloads(None, full, replay, None)
+    monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
+    monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
+    spec = E.CalibratedReplay(fit_days=99, block_days=1.0)   # fit_days unused: mocked
+    E.replay_block_inputs.cache_clear()
+    inputs = E.replay_block_inputs("public", spec)
+    assert len(inputs.block_starts) == 2 and inputs.block_starts[0] == begin
+    reference = vc.run_replay(replay, public_trace.machines, public_trace.vc_quotas, params).result.jobs
+    submitted = replay.workload.arrival_s
+    begin_s = (begin - replay.workload.epoch) / pd.Timedelta(seconds=1)
+    np.testing.assert_array_equal(inputs.measured, (submitted >= begin_s) & (submitted < begin_s + 2 * 86400))
+    common = {"trace": "public", "replay": spec.cell(), "calibration_cache": None, "seed": 0, "load": 1.0,
+              "load_setting": "real", "resample_block_days": 0.0}
+    for cell in ({"experiment": "policy", "policy": "philly"},
+                 {"experiment": "failures", "failure_model": "illustrative", "retry": "none"}):
+        columns = {k: v for k, v in {**common, **cell}.items() if k != "replay"}   # as run_sweep adds them
+        rows = E.with_arms(E.run_cell({**common, **cell}).assign(**columns))
+        everyone = rows[(rows["population"] == "all jobs") & (rows["bucket"] == "all")]
+        assert list(everyone["seed"]) == [0, 1]   # the replicate is the block
+        for block in (0, 1):
+            same = reference[inputs.blocks == block]
+            row = everyone[everyone["block"] == block].iloc[0]
+            assert row["jobs"] == len(same) > 500
+            assert row["jct_mean_s"] == pytest.approx(same["jct_s"].mean(), rel=1e-12)
+            assert row["queue_mean_s"] == pytest.approx(same["queueing_delay_s"].mean(), rel=1e-12)
+        # pooled over the blocks: the mean over every measured job of notebook 05's replay
+        pooled = E.level_interval(everyone, "jct_mean_s")
+        assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)
+        assert pooled.low <= pooled.mean <= pooled.high
+    E.replay_block_inputs.cache_clear()

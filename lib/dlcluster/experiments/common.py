@@ -20,7 +20,17 @@ from ..sim import (
 )
 from ..trace.schema import BUCKET_KEYS as SIZE_BUCKET_KEYS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
-from .intervals import Interval, changed, difference_interval, direction, mean_interval, ratio_interval
+from .intervals import (
+    Interval,
+    changed,
+    difference_interval,
+    direction,
+    mean_interval,
+    pooled_difference_interval,
+    pooled_interval,
+    pooled_ratio_interval,
+    ratio_interval,
+)
 
 EXPERIMENTS = ("calibrate", "locality", "interference", "failures", "early_stop", "policy")
 BUCKETS = ("all",) + tuple(SIZE_BUCKETS)
@@ -56,6 +66,11 @@ class Inputs:
     anchor_s: float | None = None
     #: the replay's held-out validation (notebook 05's figures), None for a replay without one
     validation: str | None = None
+    #: the block design: each job's measurement block (-1: not measured, only warms the cluster up), None otherwise
+    blocks: np.ndarray | None = None
+    #: the block design: when each block begins (UTC), and its length in days
+    block_starts: tuple = ()
+    block_days: float | None = None
 
 
 @functools.lru_cache(maxsize=2)
@@ -125,6 +140,11 @@ class CalibratedReplay:
     window_days: float = 10.0
     window_warmup_days: float = 14.0
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
+    #: the block design (None: the windows above): every arm replays notebook 05's calibrated replay whole, measured
+    #: in consecutive blocks of this many days from the replay's first measured minute up to RFold's completeness
+    #: horizon (or the end of the replayed days); the blocks are the replicates (no warm-up to converge: the replay
+    #: starts where notebook 05's does)
+    block_days: float | None = None
 
     def cell(self) -> dict:
         """JSON form (a cell parameter)."""
@@ -188,6 +208,53 @@ def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_
                   measured=(submitted_s >= start_s) & (submitted_s < end_s),
                   anchor_s=start_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary())
+
+
+@functools.lru_cache(maxsize=4)
+def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | None = None) -> Inputs:
+    """Notebook 05's calibrated replay, set up as it runs it (:func:`dlcluster.validation.calibrate.replay_setup` of
+    the calibration's replay with the calibrated parameters: the simulation :func:`~dlcluster.validation.calibrate.
+    run_replay` makes), measured in blocks of ``spec.block_days``.
+
+    Measured: the jobs submitted (by their real submit, before the scheduler latency) from the replay's
+    ``measure_start`` up to RFold's completeness horizon or the end of the replayed days, whichever is first, in
+    whole blocks; the jobs before only warm the cluster up, as in notebook 05.
+    """
+    from ..validation.calibrate import real_occupancy, replay_setup
+
+    if not spec.block_days or spec.block_days <= 0:
+        raise ValueError(f"replay_block_inputs needs block_days > 0, got {spec.block_days!r}")
+    calibration = spec.calibration(trace, cache_dir)
+    tr = cached_trace(trace)
+    replay, params = calibration.replay, calibration.params
+    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params)
+    w = setup.workload
+    begin = pd.Timestamp(replay.measure_start)
+    end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
+    n_blocks = int(np.floor((end - begin) / pd.Timedelta(days=spec.block_days) + 1e-9))
+    if n_blocks < 2:
+        raise ValueError(f"the block design needs at least 2 blocks of {spec.block_days:g} days in "
+                         f"{begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} (the replayed span up to RFold's completeness "
+                         "horizon): use shorter blocks")
+    starts = tuple(begin + k * pd.Timedelta(days=spec.block_days) for k in range(n_blocks))
+    submitted_s = replay.workload.arrival_s
+    begin_s = (begin - w.epoch) / pd.Timedelta(seconds=1)
+    block = np.floor((submitted_s - begin_s) / (spec.block_days * 86400.0))
+    block = np.where((submitted_s >= begin_s) & (block < n_blocks), block, -1).astype(int)
+    stop = starts[-1] + pd.Timedelta(days=spec.block_days)
+    real = real_occupancy(tr.occupancy)
+    real = real[(real.index >= begin) & (real.index < stop)]
+    label = (f"notebook 05's calibrated replay of RFold's real jobs ({len(replay.workload):,}, every status), "
+             f"measured on the {int((block >= 0).sum()):,} jobs submitted "
+             f"{begin:%Y-%m-%d %H:%M}..{stop:%Y-%m-%d %H:%M} "
+             f"UTC in {n_blocks} blocks of {spec.block_days:g} days")
+    return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
+                  occupancy_window=(begin, stop), data_label=label,
+                  options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
+                  philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
+                          "backoff": params.backoff},
+                  measured=block >= 0, anchor_s=begin_s + float(np.median(setup.latency_s)),
+                  validation=calibration.summary(), blocks=block, block_starts=starts, block_days=spec.block_days)
 
 
 def resample_periods(workload: Workload, seed: int, block_days: float) -> Workload:
@@ -329,7 +396,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
                 "frag_delay_mean_s": ran["frag"].mean(), "fair_share_delay_mean_s": ran["fair"].mean(),
                 "gpu_hours": sel["gpu_s"].sum() / 3600.0,
                 "useful_share": sel["useful_s"].sum() / sel["gpu_s"].sum() if sel["gpu_s"].sum() > 0 else np.nan,
-                "speed_mean": sel["speed"].mean(), "spread_share": ran["spread"].mean(),
+                "speed_mean": sel["speed"].mean(), "clean_jobs": int(sel["speed"].notna().sum()),
+                "spread_share": ran["spread"].mean(),
                 "failed_jobs": int(sel["failed"].sum()), "wasted_gpu_hours": sel["wasted_s"].sum() / 3600.0,
                 "prerun_gpu_hours": sel["prerun_s"].sum() / 3600.0, "quality_lost_mean": sel["quality_lost"].mean(),
                 "prerun_caught_jobs": int(sel["prerun_caught"].sum()),
@@ -362,39 +430,89 @@ def load_label(setting: str, factor: float) -> str:
 # --------------------------------------------------------------------------- confidence intervals
 
 
+def is_block_design(table: pd.DataFrame) -> bool:
+    """Whether the rows are blocks of one replay per arm (the block design: ``block`` and ``seed`` = the block)
+    rather than independent seeds."""
+    return "block_days" in table.columns and bool((table["block_days"].fillna(0) > 0).any())
+
+
+#: Metrics that are a sum over the block's jobs (pooled with equal weights, so a ratio of pooled values is a
+#: ratio of sums) or a share of the cluster over the block's equal span.
+SUM_METRICS = ("jobs", "rejected", "gpu_hours", "failed_jobs", "wasted_gpu_hours", "prerun_gpu_hours",
+               "prerun_caught_jobs", "busy_server_share", "allocated_gpu_share", "busy_server_share_dates")
+
+
+def metric_weights(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    """What each block's value of ``metric`` weighs when pooled: the jobs it is a mean over (the jobs that ran for a
+    JCT, wait or share of jobs; the jobs that ran once without failure for a speed; every job for the quality
+    lost), the GPU-hours for the useful share, 1 for a sum or a share of the cluster. Percentiles are pooled as
+    the job-weighted mean of the blocks' percentiles (an approximation: a percentile is not a sum)."""
+    if metric in SUM_METRICS:
+        return np.ones(len(rows))
+    if metric in ("useful_share", "wasted_share", "prerun_share"):
+        return rows["gpu_hours"].to_numpy(float)
+    if metric == "speed_mean" and "clean_jobs" in rows.columns:
+        return rows["clean_jobs"].to_numpy(float)
+    if metric == "quality_lost_mean":
+        return rows["jobs"].to_numpy(float)
+    return (rows["jobs"] - rows["rejected"]).to_numpy(float)
+
+
+def level_interval(rows: pd.DataFrame, metric: str) -> Interval:
+    """The value of ``metric`` over replicates and its 95% interval: pooled over the blocks with a block bootstrap
+    on the block design (:func:`.intervals.pooled_interval`), else the mean over seeds on the metric's scale."""
+    if is_block_design(rows):
+        ordered = rows.sort_values("seed", kind="stable")
+        return pooled_interval(ordered[metric], metric_weights(ordered, metric))
+    return mean_interval(rows[metric], metric_quantity(metric))
+
+
 def summarize(table: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
-    """Mean and 95% interval across seeds of each metric, per group, on the metric's own scale
-    (:func:`metric_quantity`, :func:`.intervals.mean_interval`): columns ``by + [metric, mean, ci_low, ci_high, n,
-    method]``."""
+    """Value and 95% interval across replicates of each metric, per group (:func:`level_interval`): columns
+    ``by + [metric, mean, ci_low, ci_high, n, method]``."""
     rows = []
     for key, group in table.groupby(by, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         for metric in metrics:
-            ci = mean_interval(group[metric], metric_quantity(metric))
+            ci = level_interval(group, metric)
             rows.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": ci.mean, "ci_low": ci.low,
                          "ci_high": ci.high, "n": ci.n, "method": ci.method})
     return pd.DataFrame(rows, columns=[*by, "metric", "mean", "ci_low", "ci_high", "n", "method"])
 
 
+def paired_interval(after: pd.DataFrame, before: pd.DataFrame, metric: str, relative: bool = True) -> Interval:
+    """The change of ``metric`` from ``before`` to ``after`` (rows of two arms, one per replicate ``seed``), paired by
+    replicate: on the block design the pooled values' ratio (or difference) with a block bootstrap, else the per-seed
+    ratios (:func:`.intervals.ratio_interval`) or differences."""
+    a = after.groupby("seed", sort=True).first()
+    b = before.groupby("seed", sort=True).first().reindex(a.index)
+    if is_block_design(after):
+        args = (a[metric], metric_weights(a, metric), b[metric], metric_weights(b, metric))
+        return pooled_ratio_interval(*args) if relative else pooled_difference_interval(*args)
+    return ratio_interval(a[metric], b[metric]) if relative else difference_interval(a[metric], b[metric])
+
+
 def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: list[str],
                   relative: bool = False) -> pd.DataFrame:
-    """Per-seed change of ``metric`` against the baseline arm (same seed and ``keys``), then its mean and interval.
+    """Change of ``metric`` against the baseline arm (same replicate and ``keys``) and its interval
+    (:func:`paired_interval`).
 
-    ``relative``: the change as a share of the baseline value, on the log scale of the per-seed ratios
-    (:func:`.intervals.ratio_interval`: a reduction stays above -100%); else the paired difference in the
-    metric's unit (:func:`.intervals.difference_interval`). Columns ``keys + [arm, mean, ci_low, ci_high, n,
-    method]`` for every arm but the baseline.
+    ``relative``: the change as a share of the baseline value (a reduction stays above -100%); else the paired
+    difference in the metric's unit. Columns ``keys + [arm, mean, ci_low, ci_high, n, method, detectable]`` for
+    every arm but the baseline.
     """
-    base = table[table[arm] == baseline].set_index([*keys, "seed"])[metric]
     rows = []
+    base = table[table[arm] == baseline]
     others = table[table[arm] != baseline]
     for key, group in others.groupby([*keys, arm], sort=False, dropna=False):
-        values = group.set_index([*keys, "seed"])[metric]
-        matched = base.reindex(values.index)
-        ci = ratio_interval(values, matched) if relative else difference_interval(values, matched)
+        key = key if isinstance(key, tuple) else (key,)
+        matched = base
+        for column, value in zip(keys, key[:len(keys)], strict=True):
+            matched = matched[matched[column] == value] if value == value else matched[matched[column].isna()]
+        ci = paired_interval(group, matched, metric, relative)
         rows.append({**dict(zip([*keys, arm], key, strict=True)), "mean": ci.mean, "ci_low": ci.low,
-                     "ci_high": ci.high, "n": ci.n, "method": ci.method})
-    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n", "method"])
+                     "ci_high": ci.high, "n": ci.n, "method": ci.method, "detectable": ci.detectable})
+    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n", "method", "detectable"])
 
 
 # --------------------------------------------------------------------------- arms
@@ -454,13 +572,11 @@ def rows_of(table: pd.DataFrame, experiment: str, population: str = "all jobs") 
 
 
 def paired_ratio(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> Interval:
-    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds
-    (:func:`.intervals.ratio_interval`); no interval unless every seed of ``arm`` has a ratio."""
-    part = rows[rows["arm"].isin([base_arm, arm])]
-    base = part[part["arm"] == base_arm].groupby("seed")[metric].mean()
-    other = part[part["arm"] == arm].groupby("seed")[metric].mean()
-    ci = ratio_interval(other, base.reindex(other.index))
-    if ci.n < max(len(other), 2):
+    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched replicates
+    (:func:`paired_interval`); no interval unless every replicate of ``arm`` has a ratio."""
+    before, after = rows[rows["arm"] == base_arm], rows[rows["arm"] == arm]
+    ci = paired_interval(after, before, metric)
+    if ci.n < (2 if is_block_design(rows) else max(after["seed"].nunique(), 2)):
         return Interval(ci.mean, float("nan"), float("nan"), ci.n, ci.method)
     return ci
 
@@ -513,6 +629,8 @@ def mean_where(rows: pd.DataFrame, metric: str, **where) -> float:
     sel = rows
     for column, value in where.items():
         sel = sel[sel[column] == value]
+    if len(sel) and is_block_design(sel) and not sel["seed"].duplicated().any():
+        return level_interval(sel, metric).mean   # pooled over the blocks, as its interval is
     return float(sel[metric].mean()) if len(sel) else float("nan")
 
 

@@ -7,8 +7,7 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, format_seconds, judged_change, mean_where
-from .intervals import mean_interval
+from .common import best_arm, format_seconds, judged_change, level_interval, mean_where
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
@@ -85,18 +84,19 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
 
 def policy_context(rows: pd.DataFrame, load: str, arm: str = "Philly") -> str:
     """What the queue gives the policies to act on at ``load``, measured in the same runs under ``arm``: the share of
-    jobs that waited for GPUs at all and the mean wait, overall and per job size (95% intervals over seeds)."""
+    jobs that waited for GPUs at all and the mean wait, overall and per job size (95% intervals over replicates)."""
     at = rows[(rows["load_label"] == load) & (rows["arm"] == arm)]
     everyone = at[at["bucket"] == "all"]
     if everyone.empty:
         return f"No {arm} run at {load}."
-    waited = mean_interval(everyone["waited_share"], "share")
-    wait = mean_interval(everyone["queue_mean_s"], "duration")
+    waited = level_interval(everyone, "waited_share")
+    wait = level_interval(everyone, "queue_mean_s")
     by_size = []
     for size in SIZE_BUCKETS:
         part = at[(at["bucket"] == size) & (at["jobs"] > 0)]
         if len(part):
-            by_size.append(f"{size} GPU{'' if size == '1' else 's'} {format_seconds(part['queue_mean_s'].mean())}")
+            by_size.append(f"{size} GPU{'' if size == '1' else 's'} "
+                           f"{format_seconds(level_interval(part, 'queue_mean_s').mean)}")
     interval = (f" [95% CI {waited.low:.1%}, {waited.high:.1%}]" if waited.known else "")
     wait_interval = (f" [95% CI {format_seconds(wait.low)}, {format_seconds(wait.high)}]" if wait.known else "")
     acts = ("so queue order and preemption had almost nothing to act on, and the policies can only tie here"
