@@ -350,8 +350,10 @@ def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
             "cut the mean wait of the never-failing jobs (−50% [95% CI −60%, −40%]) and made no significant "
             "difference at 3 seeds to their mean JCT (−10% [95% CI −30%, +10%])") in text
     assert "The never-failing jobs wait less because the injected failures remove work from the cluster" in text
-    assert ("The 5.0 min pre-run caught 0.0 failing jobs per window: this model's shortest runtime to failure is "
-            "5.0 min, no shorter than the pre-run (its runtimes come from the DRE records") in text
+    # the fitted model's pre-run cannot be tested on public data: its failures start no earlier than 5 minutes
+    assert ("Whether a pre-run pays **cannot be tested on public data**: the 5.0 min pre-run caught 0.0 failing jobs "
+            "here only because this model's shortest runtime to failure is 5.0 min (the DRE records hold only jobs "
+            "that ran at least 5 minutes)") in text
     # no reduction of the cluster's load: no causal sentence
     calm = costs.assign(gpu_hours_change=0.0, gpu_hours_change_ci_low=-0.1, gpu_hours_change_ci_high=0.1)
     assert "remove work" not in E.failures_conclusion(calm, "L", seeds=3)
@@ -511,3 +513,15 @@ def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
         assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)
         assert pooled.low <= pooled.mean <= pooled.high
     E.replay_block_inputs.cache_clear()
+
+
+def test_an_implication_is_answered_from_its_interval():
+    from dlcluster.experiments.intervals import Interval
+
+    method = "paired by block"
+    assert E.answer_words(Interval(-0.10, -0.15, -0.05, 8, method)) == "supported"
+    assert E.answer_words(Interval(0.10, 0.05, 0.15, 8, method)) == "contradicted"
+    assert E.answer_words(Interval(0.10, 0.05, 0.15, 8, method), predicted="up") == "supported"
+    # an interval across no change bounds the effect by its larger end
+    assert E.answer_words(Interval(-0.02, -0.06, 0.04, 8, method)) == "no effect larger than 6%"
+    assert E.answer_words(Interval(-0.02, float("nan"), float("nan"), 1, "one block")).startswith("not computable")

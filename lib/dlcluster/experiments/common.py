@@ -644,10 +644,19 @@ def focus_bucket(rows: pd.DataFrame, candidates=("5-8", ">8", "2-4")) -> str:
     return "all"
 
 
+def arm_means(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Each arm's value of ``metric`` over its replicates, in the order of the rows: pooled over the blocks on the
+    block design (:func:`level_interval`), else the mean over seeds."""
+    if is_block_design(rows):
+        return pd.Series({arm: level_interval(part, metric).mean
+                          for arm, part in rows.groupby("arm", sort=False)}, dtype=float)
+    return rows.groupby("arm", sort=False)[metric].mean()
+
+
 def best_arm(rows: pd.DataFrame, metric: str, exclude=()) -> tuple[str | None, float]:
-    """The arm with the lowest mean ``metric`` and that mean; equal means (to :data:`~dlcluster.ordering.
-    DECISION_DIGITS` digits) go to the arm that comes first in the rows."""
-    means = rows[~rows["arm"].isin(exclude)].groupby("arm", sort=False)[metric].mean().dropna()
+    """The arm with the lowest ``metric`` (:func:`arm_means`) and that value; equal values (to
+    :data:`~dlcluster.ordering.DECISION_DIGITS` digits) go to the arm that comes first in the rows."""
+    means = arm_means(rows[~rows["arm"].isin(exclude)], metric).dropna()
     if not len(means):
         return None, float("nan")
     rounded = means.map(decision_value)

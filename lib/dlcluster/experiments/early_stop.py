@@ -88,7 +88,7 @@ def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
 def _saved_text(row) -> str:
     """'12.3% of GPU-hours saved [95% CI 10.1%, 14.2%]', or the change with 'no significant difference at 3 seeds'."""
     change = Interval(row.gpu_hours_change, row.gpu_hours_change_ci_low, row.gpu_hours_change_ci_high,
-                      int(row.seeds), row.method)
+                      int(row.seeds), str(getattr(row, "method", "")))
     interval = (f" [95% CI {-100 * change.high:.1f}%, {-100 * change.low:.1f}%]" if change.known else "")
     verdict = direction(change, up="more GPU-hours", down="saved")
     if verdict == "saved":

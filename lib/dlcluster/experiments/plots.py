@@ -151,7 +151,7 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
             ax.set_xticklabels([f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks])
         ax.set_yticks(range(len(arms)), wrap_labels(arms, 22))
         ax.invert_yaxis()
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(xlabel if "log scale" in xlabel else f"{xlabel} (log scale)")
         ax.set_title(str(panel), fontsize=9)
         ax.grid(alpha=0.3, axis="x")
     place_legend(axes[0][-1], fontsize=8, title="GPUs per job")

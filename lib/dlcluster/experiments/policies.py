@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, format_seconds, judged_change, level_interval, mean_where
+from .common import arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
@@ -24,9 +24,9 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         best, value = best_arm(everyone, "jct_mean_s", exclude=(oracle,))
         if best is None:
             continue
-        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean().map(decision_value)
+        means = arm_means(everyone[everyone["arm"] != oracle], "jct_mean_s").map(decision_value)
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
-            waited = everyone["waited_share"].mean() if "waited_share" in everyone else float("nan")
+            waited = level_interval(everyone, "waited_share").mean if "waited_share" in everyone else float("nan")
             clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
                            f"({format_seconds(value)})"
                            + (f": only {waited:.1%} of the jobs ever waited for GPUs, so the queue order had almost "
@@ -60,7 +60,7 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
     for locality (fragmentation and back-off) and for a quota or cap (fair-share). FIFO and Philly differ only
     in relaxing locality, which acts on the first.
     """
-    means = rows.groupby("arm")["jct_mean_s"].mean().map(decision_value)
+    means = arm_means(rows, "jct_mean_s").map(decision_value).rename_axis("arm").rename("jct_mean_s")
     means = means.reset_index().sort_values(["jct_mean_s", "arm"], kind="stable").set_index("arm")["jct_mean_s"]
     groups, current = [], [means.index[0]] if len(means) else []
     for arm in means.index[1:]:
