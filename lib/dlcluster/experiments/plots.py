@@ -144,8 +144,11 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
         if ratios:
             lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
             ax.set_xlim(lo, hi)
-            ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20)
-                     if lo <= t <= hi]
+            # ticks at round changes, sparser the wider the range, so that their labels do not collide
+            span = hi / lo
+            candidates = ((0.8, 0.9, 1.0, 1.1, 1.25) if span < 1.8 else (0.5, 0.7, 1.0, 1.5, 2.0) if span < 6
+                          else (0.1, 0.3, 1.0, 3.0, 10.0) if span < 40 else (0.001, 0.01, 0.1, 1.0, 10.0, 100.0))
+            ticks = [t for t in candidates if lo <= t <= hi]
             ax.xaxis.set_major_locator(FixedLocator(ticks))
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xticklabels([f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks])
