@@ -372,7 +372,7 @@ def test_earliest_runtime_to_failure():
 
 # ----------------------------------------------------------------------------- the validated replay
 
-def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
+def test_replay_block_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
     from dlcluster.validation import calibrate as vc
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
@@ -392,9 +392,9 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     workloads = vcache.ReplayWorkloads(None, full, full, None)
     monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
     monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
-    spec = E.CalibratedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
-    inputs = E.replay_window_inputs("public", spec, 1)
-    E.replay_window_inputs.cache_clear()
+    spec = E.CalibratedReplay(fit_days=99, block_days=7.0)  # fit_days unused: mocked
+    E.replay_block_inputs.cache_clear()
+    inputs = E.replay_block_inputs("public", spec)
     # machines in racks of 32, the quotas of the calibrated rule on the calibration's workload
     assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
     assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
@@ -407,21 +407,20 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
     assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs"}
-    # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
-    w = inputs.workload
-    start_s = (begin + pd.Timedelta(days=1) - w.epoch) / pd.Timedelta(seconds=1)
-    measured = w.arrival_s[inputs.measured] - 60.0
-    assert measured.min() >= start_s and measured.max() < start_s + 86400 and inputs.anchor_s == start_s + 60.0
-    window = vw.measurement_window(full, begin + pd.Timedelta(days=1), 1.0, 1.0)
-    np.testing.assert_array_equal(w.arrival_s, window.workload.arrival_s + 60.0)
-    assert inputs.measured.sum() == ((window.workload.arrival_s >= start_s)
-                                     & (window.workload.arrival_s < start_s + 86400)).sum() > 1000
-    # warm-up: the day before, and older jobs still running at the window's start
-    assert (w.arrival_s - 60.0 >= start_s - 86400).sum() < len(w)
-    # window 2 would end after the completeness horizon
-    with pytest.raises(ValueError, match="completeness horizon"):
-        E.replay_window_inputs("public", spec, 2)
-    E.replay_window_inputs.cache_clear()
+    # every RFold job replayed, each arriving 60 s after its submit (the scheduler latency); measured from the replay's
+    # first measured minute in whole weeks up to the completeness horizon (5 weeks of the 5 weeks 1 day before it)
+    np.testing.assert_array_equal(inputs.workload.arrival_s, full.workload.arrival_s + 60.0)
+    start = pd.Timestamp(full.measure_start)
+    assert inputs.block_starts == tuple(start + pd.Timedelta(days=7 * k) for k in range(5))
+    start_s = (start - full.workload.epoch) / pd.Timedelta(seconds=1)
+    submitted = full.workload.arrival_s
+    np.testing.assert_array_equal(inputs.blocks, np.where((submitted >= start_s) & (submitted < start_s + 35 * 86400),
+                                                          (submitted - start_s) // (7 * 86400), -1))
+    assert inputs.anchor_s == start_s + 60.0 and (inputs.blocks == -1).sum() > 1000   # the jobs before warm it up
+    # too short a span for two blocks
+    with pytest.raises(ValueError, match="at least 2 blocks"):
+        E.replay_block_inputs("public", E.CalibratedReplay(fit_days=99, block_days=30.0))
+    E.replay_block_inputs.cache_clear()
 
 
 def test_scale_load_around_an_anchor():

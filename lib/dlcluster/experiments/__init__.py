@@ -32,9 +32,7 @@ experiments (``experiment`` parameter of a cell):
 replays notebook 05's calibrated replay whole, once, and the replicates are
 consecutive blocks of submit time (weekly at default); the intervals are a
 circular block bootstrap over them (:mod:`.intervals`), and the table's
-``seed`` is the block (:func:`.grid.with_arms`). With windows (a
-``CalibratedReplay`` without ``block_days``) seed ``s`` measures the ``s``-th window of
-the held-out span. On the Pollux grids (the simulator is deterministic for a
+``seed`` is the block (:func:`.grid.with_arms`). On the Pollux grids (the simulator is deterministic for a
 given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
 keeping each job's VC, size, duration and time of day within its period) and
@@ -66,7 +64,7 @@ from __future__ import annotations
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_seconds,
     Inputs, CalibratedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
-    resample_periods, rows_of, scale_load, short_duration, summarize, replay_window_inputs, replay_block_inputs,
+    resample_periods, rows_of, scale_load, short_duration, summarize, replay_block_inputs,
     is_block_design, level_interval, paired_interval)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)

@@ -123,28 +123,21 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
 
 @dataclass(frozen=True)
 class CalibratedReplay:
-    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement windows.
+    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement blocks.
 
-    Cell ``seed`` ``k`` measures the jobs submitted in the ``k``-th window of
-    ``window_days`` from the start of the held-out span (the part of the real
-    record the calibration never saw), warm-started ``window_warmup_days``
-    before; the seed also drives the failure and convergence draws. Windows
-    must end before RFold's completeness horizon (where it still holds the
-    whole demand).
+    Every arm replays notebook 05's calibrated replay whole, once (:func:`replay_block_inputs`), and is measured in
+    consecutive blocks of ``block_days`` of submit time from the replay's first measured minute up to RFold's
+    completeness horizon (where it still holds the whole demand) or the end of the replayed days; the blocks are the
+    replicates, and there is no warm-up of its own to converge (the replay starts where notebook 05's does). The
+    cell's seed drives the failure and convergence draws.
     """
 
     fit_days: float = 35
     replay_days: float | None = None
     warmup_days: float | None = None        # the calibration's warm-up (None: every RFold job)
     calibration_trials: int = 24            # the calibration's search (dlcluster.validation.calibration.DEFAULT_TRIALS)
-    window_days: float = 10.0
-    window_warmup_days: float = 14.0
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
-    #: the block design (None: the windows above): every arm replays notebook 05's calibrated replay whole, measured
-    #: in consecutive blocks of this many days from the replay's first measured minute up to RFold's completeness
-    #: horizon (or the end of the replayed days); the blocks are the replicates (no warm-up to converge: the replay
-    #: starts where notebook 05's does)
-    block_days: float | None = None
+    block_days: float = 7.0                 # length of a measurement block (the replicate)
 
     def cell(self) -> dict:
         """JSON form (a cell parameter)."""
@@ -160,54 +153,6 @@ class CalibratedReplay:
         from ..validation.calibration import calibrated_params
         return calibrated_params(trace, self.fit_days, self.vc_seed, None, self.calibration_trials,
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)
-
-
-@functools.lru_cache(maxsize=8)
-def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_dir: str | None = None) -> Inputs:
-    """Measurement window ``window`` of the calibrated RFold replay, set up as the calibration set it up.
-
-    Machines in the calibrated rack size, the calibrated quotas (those of the
-    VCs without a public node count shared by the calibration's workload),
-    lending and placement as simulator options, Philly's calibrated locality
-    and relax timeout, the scheduler latency added to every arrival
-    (:func:`dlcluster.validation.calibrate.replay_setup`). At the real arrival rate.
-    """
-    from ..validation.calibrate import real_occupancy, replay_setup
-    from ..validation.workload import measurement_window
-
-    calibration = spec.calibration(trace, cache_dir)
-    tr = cached_trace(trace)
-    # measured where the replay holds the whole real demand: the held-out span up to RFold's completeness horizon
-    held_begin = calibration.spans["held_out"][0]
-    held_end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
-    if int(window) != window or window < 0:
-        raise ValueError(f"window (the cell's seed) must be a non-negative integer, got {window!r}")
-    begin = held_begin + pd.Timedelta(days=spec.window_days * window)
-    end = begin + pd.Timedelta(days=spec.window_days)
-    if end > held_end:
-        raise ValueError(f"measurement window {window} ({begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M}) ends after the "
-                         f"held-out span up to RFold's completeness horizon ({held_begin:%Y-%m-%d %H:%M}.."
-                         f"{held_end:%Y-%m-%d %H:%M}): use fewer seeds or a shorter window_days")
-    replay = measurement_window(calibration.full_replay, begin, spec.window_days, spec.window_warmup_days)
-    params = calibration.params
-    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params, quota_workload=calibration.replay.workload)
-    w = setup.workload
-    # measured: the jobs submitted in the window (by their real submit, before the scheduler latency)
-    start_s = (begin - w.epoch) / pd.Timedelta(seconds=1)
-    end_s = (end - w.epoch) / pd.Timedelta(seconds=1)
-    submitted_s = replay.workload.arrival_s
-    real = real_occupancy(tr.occupancy)
-    real = real[(real.index >= begin) & (real.index < end)]
-    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the calibrated "
-             f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
-    return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
-                  occupancy_window=(begin, end), data_label=label,
-                  options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
-                  philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
-                          "backoff": params.backoff},
-                  measured=(submitted_s >= start_s) & (submitted_s < end_s),
-                  anchor_s=start_s + float(np.median(setup.latency_s)),
-                  validation=calibration.summary())
 
 
 @functools.lru_cache(maxsize=4)

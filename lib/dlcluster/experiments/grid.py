@@ -25,7 +25,6 @@ from .common import (
     resample_periods,
     scale_load,
     replay_block_inputs,
-    replay_window_inputs,
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
@@ -352,13 +351,10 @@ def same_simulation(cell: dict) -> dict:
 
 
 def cell_inputs(cell: dict) -> Inputs:
-    """The inputs a cell replays: a window of the calibrated replay (``replay`` given) or the Pollux jobs."""
-    if cell.get("replay") is not None and cell["replay"].get("block_days"):
+    """The inputs a cell replays: the calibrated replay in blocks (``replay`` given) or the Pollux jobs."""
+    if cell.get("replay") is not None:
         return replay_block_inputs(cell["trace"], CalibratedReplay.from_cell(cell["replay"]),
                                    cell.get("calibration_cache"))
-    if cell.get("replay") is not None:
-        return replay_window_inputs(cell["trace"], CalibratedReplay.from_cell(cell["replay"]), int(cell["seed"]),
-                                cell.get("calibration_cache"))
     return load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
 
 
