@@ -534,8 +534,9 @@ def ratio_text(change: float, as_factor: bool = False) -> str:
 
 
 def change_text(before: float, after: float, change: Interval | None = None, fmt=format_seconds) -> str:
-    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%]': both means (``fmt``), and the paired relative change with its
-    interval; as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
+    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%], smallest detectable change ±9%': both values (``fmt``), and the
+    paired relative change with its interval (and, on the block design, the smallest change the comparison could
+    detect); as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
     text = f"{fmt(before)} → {fmt(after)}"
     if change is not None and np.isfinite(change.mean):
         shown = [v for v in (change.mean, change.low, change.high) if np.isfinite(v)]
@@ -543,6 +544,8 @@ def change_text(before: float, after: float, change: Interval | None = None, fmt
         text += f", {ratio_text(change.mean, as_factor)}"
         if change.known:
             text += f" [95% CI {ratio_text(change.low, as_factor)}, {ratio_text(change.high, as_factor)}]"
+        if np.isfinite(change.detectable):
+            text += f", smallest detectable change ±{100 * change.detectable:.0f}%"
     return text
 
 
