@@ -198,7 +198,7 @@ DETECTABLE_Z = float(stats.norm.ppf(0.975) + stats.norm.ppf(0.80))
 
 def block_length(n_blocks: int) -> int:
     """Neighbouring blocks drawn together: n^(1/3), rounded (the rate that balances the bootstrap's bias and
-    variance for a mean, Hall, Horowitz & Jing 1995): 2 for the 8 weekly blocks of the default, 2 for 12 days."""
+    variance for a mean, Hall, Horowitz & Jing 1995): 2 for the 7 weekly blocks of the default, 2 for 12 days."""
     return max(1, int(round(n_blocks ** (1 / 3))))
 
 

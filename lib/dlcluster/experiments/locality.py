@@ -82,16 +82,18 @@ def strict_locality_explanation(rows: pd.DataFrame, main_load: str, default_arm:
     shorter = [b for b in ("1", ">8") if value(strict, b, "queue_mean_s") < value(default_arm, b, "queue_mean_s")]
     if not shorter:
         return ""
-    waits = ", ".join(f"{b}-GPU jobs {format_seconds(value(strict, b, 'queue_mean_s'))} against "
-                      f"{format_seconds(value(default_arm, b, 'queue_mean_s'))}" for b in shorter)
-    held = ", ".join(f"{b}-GPU jobs {format_seconds(value(strict, b, 'queue_mean_s'))} against "
-                     f"{format_seconds(value(default_arm, b, 'queue_mean_s'))}" for b in ("2-4", "5-8"))
+    def compared(buckets, metric, fmt):
+        return ", ".join(f"{b}-GPU jobs {fmt(value(strict, b, metric))} against {fmt(value(default_arm, b, metric))}"
+                         for b in buckets)
+
+    text = (f"Under strict locality the {compared(shorter, 'queue_mean_s', format_seconds)} (mean first wait, "
+            f"'{default_arm}' second). The same runs say why:")
+    held = [b for b in ("2-4", "5-8") if value(strict, b, "queue_mean_s") > value(default_arm, b, "queue_mean_s")]
+    if held:
+        text += (f" strict locality holds the {' and '.join(held)}-GPU gangs back until one server has room (their "
+                 f"waits: {compared(held, 'queue_mean_s', format_seconds)}), and while they wait their GPUs go to "
+                 f"jobs that fit anywhere, above all 1-GPU jobs, which always meet locality (GPU-hours held in the "
+                 f"measured span: {compared(held, 'gpu_hours', lambda v: f'{v:,.0f}')});")
     spread = ", ".join(f"{value(default_arm, b, 'spread_share'):.0%} of {b}-GPU jobs" for b in ("2-4", "5-8"))
-    hours = ", ".join(f"{b}-GPU jobs {value(strict, b, 'gpu_hours'):,.0f} against "
-                      f"{value(default_arm, b, 'gpu_hours'):,.0f}" for b in ("2-4", "5-8"))
-    return (f"Under strict locality the {waits} (mean first wait, '{default_arm}' second). The same runs say why: "
-            f"strict locality holds the 2-8-GPU gangs back until one server has room (their waits: {held}), and "
-            f"while they wait their GPUs go to jobs that fit anywhere, above all 1-GPU jobs, which always meet "
-            f"locality (GPU-hours held in the measured blocks: {hours}); and where '{default_arm}' ran {spread} "
-            f"over more than one server, strict locality spreads none, which leaves whole servers free more often "
-            f"for >8-GPU gangs, which need whole servers.")
+    return (text + f" where '{default_arm}' ran {spread} over more than one server, strict locality spreads none, "
+            "which leaves whole servers free more often for >8-GPU gangs, which need whole servers.")
