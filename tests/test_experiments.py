@@ -173,22 +173,27 @@ def test_calibrated_load_interpolates():
 
 
 def test_experiment_cells_of_the_small_grids():
-    for name, calibrated, loads, timeouts in (("small", None, {1.0}, 2), ("pollux-small", 3.5, {3.5}, 1)):
+    # small: one replay per arm (the block design), the calibrated timeout only; pollux-small: 180 s
+    for name, calibrated, loads, timeouts in (("small", None, {1.0}, 0), ("pollux-small", 3.5, {3.5}, 1)):
         spec = E.grid_spec(name)
         cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
-        # locality: strict, any, the timeouts (small: 60 and 180 s, the calibration grid's; pollux-small: 180 s),
-        # long jobs strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings;
-        # early stop: off + 1 tolerance; policies at two loads
-        assert counts == {"locality": 2 * (4 + timeouts), "interference": 10, "failures": 8, "early_stop": 4,
-                          "policy": 2 * len(spec.policies) * 2}, name
+        # locality: strict, any, the grid's timeouts and the calibrated one (180 s unless given), long jobs
+        # strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings; early stop: off +
+        # 1 tolerance; policies at two loads
+        assert counts == {"locality": 2 * (5 + timeouts - (name == "pollux-small")), "interference": 10,
+                          "failures": 8, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
         assert all(c["inputs"] == "fp" for c in cells)
     validated = E.experiment_cells(E.grid_spec("small"), "public", "fp", [0], default_relax_s=60.0)
     assert all(c["replay"] == E.grid_spec("small").replay.cell() for c in validated)
+    assert E.grid_spec("small").replay.block_days == 1.0 and E.grid_spec("full").replay.block_days == 7.0
     # the calibrated relax timeout joins the grid's and is the long-jobs arms' timeout
     assert sorted({c["relax_after_s"] for c in validated if c["experiment"] == "locality" and c["relax_after_s"]}) \
-        == [60.0, 180.0]
+        == [60.0]
+    full = E.experiment_cells(E.grid_spec("full"), "public", "fp", [0], default_relax_s=120.0)
+    assert sorted({c["relax_after_s"] for c in full if c["experiment"] == "locality" and c["relax_after_s"]}) \
+        == [60.0, 120.0, 900.0]
     assert {c["relax_after_s"] for c in validated if c.get("long_jobs") in ("strict", "migrate")} == {60.0}
     with pytest.raises(ValueError, match="no calibrated factor"):
         E.experiment_cells(E.grid_spec("pollux-small"), "public", "fp", [0])
@@ -345,8 +350,10 @@ def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
             "cut the mean wait of the never-failing jobs (−50% [95% CI −60%, −40%]) and made no significant "
             "difference at 3 seeds to their mean JCT (−10% [95% CI −30%, +10%])") in text
     assert "The never-failing jobs wait less because the injected failures remove work from the cluster" in text
-    assert ("The 5.0 min pre-run caught 0.0 failing jobs per window: this model's shortest runtime to failure is "
-            "5.0 min, no shorter than the pre-run (its runtimes come from the DRE records") in text
+    # the fitted model's pre-run cannot be tested on public data: its failures start no earlier than 5 minutes
+    assert ("Whether a pre-run pays **cannot be tested on public data**: the 5.0 min pre-run caught 0.0 failing jobs "
+            "here only because this model's shortest runtime to failure is 5.0 min (the DRE records hold only jobs "
+            "that ran at least 5 minutes)") in text
     # no reduction of the cluster's load: no causal sentence
     calm = costs.assign(gpu_hours_change=0.0, gpu_hours_change_ci_low=-0.1, gpu_hours_change_ci_high=0.1)
     assert "remove work" not in E.failures_conclusion(calm, "L", seeds=3)
@@ -365,7 +372,7 @@ def test_earliest_runtime_to_failure():
 
 # ----------------------------------------------------------------------------- the validated replay
 
-def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
+def test_replay_block_inputs_are_built_from_the_calibrated_params(public_trace, monkeypatch):
     from dlcluster.validation import calibrate as vc
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
@@ -385,9 +392,9 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     workloads = vcache.ReplayWorkloads(None, full, full, None)
     monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
     monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
-    spec = E.CalibratedReplay(fit_days=99, window_days=1.0, window_warmup_days=1.0)  # fit_days unused: mocked
-    inputs = E.replay_window_inputs("public", spec, 1)
-    E.replay_window_inputs.cache_clear()
+    spec = E.CalibratedReplay(fit_days=99, block_days=7.0)  # fit_days unused: mocked
+    E.replay_block_inputs.cache_clear()
+    inputs = E.replay_block_inputs("public", spec)
     # machines in racks of 32, the quotas of the calibrated rule on the calibration's workload
     assert inputs.topology.num_racks == 17 and inputs.topology.total_gpus == 3205
     assert inputs.quotas == vc.vc_quotas(public_trace.vc_quotas, full.workload, 3205, "demand")
@@ -400,21 +407,20 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
     assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs"}
-    # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
-    w = inputs.workload
-    start_s = (begin + pd.Timedelta(days=1) - w.epoch) / pd.Timedelta(seconds=1)
-    measured = w.arrival_s[inputs.measured] - 60.0
-    assert measured.min() >= start_s and measured.max() < start_s + 86400 and inputs.anchor_s == start_s + 60.0
-    window = vw.measurement_window(full, begin + pd.Timedelta(days=1), 1.0, 1.0)
-    np.testing.assert_array_equal(w.arrival_s, window.workload.arrival_s + 60.0)
-    assert inputs.measured.sum() == ((window.workload.arrival_s >= start_s)
-                                     & (window.workload.arrival_s < start_s + 86400)).sum() > 1000
-    # warm-up: the day before, and older jobs still running at the window's start
-    assert (w.arrival_s - 60.0 >= start_s - 86400).sum() < len(w)
-    # window 2 would end after the completeness horizon
-    with pytest.raises(ValueError, match="completeness horizon"):
-        E.replay_window_inputs("public", spec, 2)
-    E.replay_window_inputs.cache_clear()
+    # every RFold job replayed, each arriving 60 s after its submit (the scheduler latency); measured from the replay's
+    # first measured minute in whole weeks up to the completeness horizon (5 weeks of the 5 weeks 1 day before it)
+    np.testing.assert_array_equal(inputs.workload.arrival_s, full.workload.arrival_s + 60.0)
+    start = pd.Timestamp(full.measure_start)
+    assert inputs.block_starts == tuple(start + pd.Timedelta(days=7 * k) for k in range(5))
+    start_s = (start - full.workload.epoch) / pd.Timedelta(seconds=1)
+    submitted = full.workload.arrival_s
+    np.testing.assert_array_equal(inputs.blocks, np.where((submitted >= start_s) & (submitted < start_s + 35 * 86400),
+                                                          (submitted - start_s) // (7 * 86400), -1))
+    assert inputs.anchor_s == start_s + 60.0 and (inputs.blocks == -1).sum() > 1000   # the jobs before warm it up
+    # too short a span for two blocks
+    with pytest.raises(ValueError, match="at least 2 blocks"):
+        E.replay_block_inputs("public", E.CalibratedReplay(fit_days=99, block_days=30.0))
+    E.replay_block_inputs.cache_clear()
 
 
 def test_scale_load_around_an_anchor():
@@ -453,3 +459,68 @@ def test_policy_context_is_generated_from_the_same_runs():
     assert "the mean wait of all jobs was 1.5 h [95% CI " in text and "had queues to act on" in text
     rows["waited_share"] = [0.001, 0.002, 0.5, 0.5]
     assert "the policies can only tie here" in E.policy_context(rows, "L")
+
+
+def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
+    """The block design's Philly arm (policy experiment, real load) and its no-failures arm are notebook 05's replay
+    (:func:`dlcluster.validation.calibrate.run_replay` with the calibrated parameters): the same jobs' JCTs, waits
+    and per-block busy servers, with calibrated options that differ from the simulator's defaults."""
+    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import calibration as vcache
+    from dlcluster.validation import workload as vw
+
+    full = vw.rfold_replay_workload(public_trace)
+    begin = pd.Timestamp("2017-10-10 07:00", tz="UTC")
+    replay = vw.measurement_window(full, begin, 2.0, 1.0)   # a short replay: 1 day of warm-up, 2 measured
+    params = vc.ReplayParams(unknown_vc_quota="demand", max_capacity_factor=1.5, reclaim_after_s=120.0,
+                             relax_after_s=600.0, rack_size=32, placement="best_fit", latency_s=60.0)
+    calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
+                                                          "held_out": (begin, begin + pd.Timedelta(days=30))},
+                                 {"complete_until": begin + pd.Timedelta(days=2), "busy_servers_mae_pp": 1.0,
+                                  "busy_servers_mae_pp_complete": 1.0, "gpu_allocation_shortfall_pp": -1.0,
+                                  "max_median_ratio": 1.2, "max_p90_ratio": 1.9, "max_ks": 0.1,
+                                  "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
+                                 {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": 2.0,
+                                  "warmup_days": 1.0}, "k")
+    workloads = vcache.ReplayWorkloads(None, full, replay, None)
+    monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
+    monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
+    spec = E.CalibratedReplay(fit_days=99, block_days=1.0)   # fit_days unused: mocked
+    E.replay_block_inputs.cache_clear()
+    inputs = E.replay_block_inputs("public", spec)
+    assert len(inputs.block_starts) == 2 and inputs.block_starts[0] == begin
+    reference = vc.run_replay(replay, public_trace.machines, public_trace.vc_quotas, params).result.jobs
+    submitted = replay.workload.arrival_s
+    begin_s = (begin - replay.workload.epoch) / pd.Timedelta(seconds=1)
+    np.testing.assert_array_equal(inputs.measured, (submitted >= begin_s) & (submitted < begin_s + 2 * 86400))
+    common = {"trace": "public", "replay": spec.cell(), "calibration_cache": None, "seed": 0, "load": 1.0,
+              "load_setting": "real", "resample_block_days": 0.0}
+    for cell in ({"experiment": "policy", "policy": "philly"},
+                 {"experiment": "failures", "failure_model": "illustrative", "retry": "none"}):
+        columns = {k: v for k, v in {**common, **cell}.items() if k != "replay"}   # as run_sweep adds them
+        rows = E.with_arms(E.run_cell({**common, **cell}).assign(**columns))
+        everyone = rows[(rows["population"] == "all jobs") & (rows["bucket"] == "all")]
+        assert list(everyone["seed"]) == [0, 1]   # the replicate is the block
+        for block in (0, 1):
+            same = reference[inputs.blocks == block]
+            row = everyone[everyone["block"] == block].iloc[0]
+            assert row["jobs"] == len(same) > 500
+            assert row["jct_mean_s"] == pytest.approx(same["jct_s"].mean(), rel=1e-12)
+            assert row["queue_mean_s"] == pytest.approx(same["queueing_delay_s"].mean(), rel=1e-12)
+        # pooled over the blocks: the mean over every measured job of notebook 05's replay
+        pooled = E.level_interval(everyone, "jct_mean_s")
+        assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)
+        assert pooled.low <= pooled.mean <= pooled.high
+    E.replay_block_inputs.cache_clear()
+
+
+def test_an_implication_is_answered_from_its_interval():
+    from dlcluster.experiments.intervals import Interval
+
+    method = "paired by block"
+    assert E.answer_words(Interval(-0.10, -0.15, -0.05, 8, method)) == "supported"
+    assert E.answer_words(Interval(0.10, 0.05, 0.15, 8, method)) == "contradicted"
+    assert E.answer_words(Interval(0.10, 0.05, 0.15, 8, method), predicted="up") == "supported"
+    # an interval across no change bounds the effect by its larger end
+    assert E.answer_words(Interval(-0.02, -0.06, 0.04, 8, method)) == "no effect larger than 6%"
+    assert E.answer_words(Interval(-0.02, float("nan"), float("nan"), 1, "one block")).startswith("not computable")

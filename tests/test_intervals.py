@@ -108,3 +108,41 @@ def test_unknown_quantity_and_unpaired_lengths_are_errors():
         mean_interval([1, 2], "percent")
     with pytest.raises(ValueError, match="paired by seed"):
         ratio_interval([1, 2], [1, 2, 3])
+
+
+# ----------------------------------------------------------------------------- the block design
+
+def test_circular_block_samples_draw_runs_of_neighbouring_blocks():
+    from dlcluster.experiments.intervals import block_length, circular_block_samples
+
+    assert block_length(8) == 2 and block_length(12) == 2 and block_length(1) == 1 and block_length(27) == 3
+    draws = circular_block_samples(8, resamples=500, seed=3)
+    assert draws.shape == (500, 8) and draws.min() >= 0 and draws.max() <= 7
+    # every draw is 4 runs of 2 consecutive blocks, wrapping from block 7 to block 0
+    np.testing.assert_array_equal(draws[:, 1::2], (draws[:, 0::2] + 1) % 8)
+    np.testing.assert_array_equal(draws, circular_block_samples(8, resamples=500, seed=3))   # seeded
+
+
+def test_pooled_ratio_is_a_ratio_of_sums_with_a_block_bootstrap():
+    from dlcluster.experiments.intervals import pooled_interval, pooled_ratio_interval
+
+    jobs = np.array([100, 300, 200, 100, 400, 100, 200, 100], float)
+    before = np.array([10, 20, 30, 40, 10, 20, 30, 40], float)
+    # every block 10% faster: exactly -10%, whatever the resample
+    same = pooled_ratio_interval(0.9 * before, jobs, before, jobs)
+    assert same.mean == pytest.approx(-0.1) and same.low == pytest.approx(-0.1) and same.high == pytest.approx(-0.1)
+    assert "block" in same.method and same.n == 8
+    # a ratio of sums: jobs weigh the same whatever their block (not a mean of the blocks' ratios)
+    after = before.copy()
+    after[1] = 40.0   # the block with 300 jobs doubles
+    ci = pooled_ratio_interval(after, jobs, before, jobs)
+    assert ci.mean == pytest.approx((after * jobs).sum() / (before * jobs).sum() - 1)
+    assert ci.low >= -1 and ci.low <= ci.mean <= ci.high and ci.detectable > 0
+    # a share stays in [0, 1], a pooled value is the job-weighted mean
+    shares = np.array([0.0, 0.01, 0.99, 1.0, 0.5, 0.2, 0.0, 1.0])
+    level = pooled_interval(shares, jobs)
+    assert level.mean == pytest.approx((shares * jobs).sum() / jobs.sum())
+    assert 0.0 <= level.low <= level.mean <= level.high <= 1.0
+    # a block without a value weighs nothing
+    gap = pooled_interval([1.0, np.nan, 3.0], [1.0, 5.0, 1.0])
+    assert gap.mean == pytest.approx(2.0) and gap.n == 2

@@ -5,7 +5,8 @@ default (grids ``full`` and ``small``) that is the calibrated replay
 (:class:`.common.CalibratedReplay`): RFold's jobs of every status at the real
 arrival rate, with the parameters calibrated by
 :func:`dlcluster.validation.calibration.calibrated_params` (cached, shared with
-notebook 05), measured in windows of the held-out span. The ``pollux-*`` grids
+notebook 05): notebook 05's replay itself, set up as it runs it, whole, once per arm, and
+measured in consecutive blocks of submit time (:func:`.common.replay_block_inputs`). The ``pollux-*`` grids
 keep the earlier setting (the 82,247 Pollux jobs, load calibrated by
 compressing arrivals). One *cell* per (setting, seed, load), run by
 :func:`dlcluster.experiments.sweep.run_sweep` through :func:`run_cell`. The five
@@ -24,11 +25,14 @@ experiments (``experiment`` parameter of a cell):
    metric, the point drawn from real learning curves; GPU-hours saved vs the
    quality lost.
 5. ``policy``: FIFO, Philly, Tiresias 2D-LAS and Gittins, and preemptive SRTF
-   (an oracle bound), all placing jobs best fit so that they differ in queue
-   order, locality and preemption only.
+   (an oracle bound), all placing jobs as the calibrated replay does, so that they differ in queue
+   order, locality and preemption only, and Philly's arm is notebook 05's replay.
 
-**Seeds.** On the calibrated replay seed ``s`` measures the ``s``-th window of
-the held-out span. On the Pollux grids (the simulator is deterministic for a
+**Replicates.** On the block design (grids ``full`` and ``small``) every arm
+replays notebook 05's calibrated replay whole, once, and the replicates are
+consecutive blocks of submit time (weekly at default); the intervals are a
+circular block bootstrap over them (:mod:`.intervals`), and the table's
+``seed`` is the block (:func:`.grid.with_arms`). On the Pollux grids (the simulator is deterministic for a
 given workload) seed ``s`` replays a block bootstrap of the real jobs
 (whole ``resample_block_days`` periods of the trace drawn with replacement,
 keeping each job's VC, size, duration and time of day within its period) and
@@ -43,8 +47,9 @@ the real load); :func:`calibrated_load` finds the factor at which the
 simulated share of busy servers matches the real occupancy ("calibrated to the
 real occupancy").
 
-Modules: :mod:`.common` (inputs, measures, wording), :mod:`.intervals` (intervals that respect the quantity
-and the rule for naming a direction),
+Modules: :mod:`.common` (inputs, measures, wording), :mod:`.intervals` (intervals that respect the quantity,
+the block bootstrap, and the rule for naming a direction), :mod:`.implications` (the paper's implications
+answered: supported / contradicted / no effect larger than X / cannot be tested, each tagged by what it rests on),
 one module per experiment (:mod:`.locality`, :mod:`.interference`,
 :mod:`.failures`, :mod:`.early_stop`, :mod:`.policies`), :mod:`.grid` (the
 cells of a sweep and running one), :mod:`.plots`, and :mod:`.sweep` (the
@@ -59,16 +64,19 @@ from __future__ import annotations
 from .common import (  # noqa: F401
     BUCKET_KEYS, CODE_MODULES, EXPERIMENTS, METRIC_LABELS, arm_order, focus_bucket, format_seconds,
     Inputs, CalibratedReplay, load_inputs, load_key, load_label, load_order, measure, paired_change,
-    resample_periods, rows_of, scale_load, short_duration, summarize, replay_window_inputs)
+    resample_periods, rows_of, scale_load, short_duration, summarize, replay_block_inputs,
+    is_block_design, level_interval, paired_interval)
 from .early_stop import (  # noqa: F401
     early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, same_simulation, with_arms)
-from .intervals import Interval, direction, mean_interval, ratio_interval  # noqa: F401
+from .implications import IMPLICATIONS, KINDS, answer_words, answers_table, implication_answers, scorecard_words  # noqa: F401
+from .intervals import (  # noqa: F401
+    Interval, direction, mean_interval, pooled_interval, pooled_ratio_interval, ratio_interval)
 from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
-from .locality import LongJobsStrictPolicy, locality_conclusion  # noqa: F401
-from .plots import POLICY_COLORS, metric_grid  # noqa: F401
+from .locality import LongJobsStrictPolicy, locality_conclusion, strict_locality_explanation  # noqa: F401
+from .plots import POLICY_COLORS, metric_grid, plot_paired_changes  # noqa: F401
 from .naming import replay_data_label, replay_name, targets_met  # noqa: F401
 from .policies import policy_conclusion, policy_context  # noqa: F401

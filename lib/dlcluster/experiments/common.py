@@ -21,7 +21,17 @@ from ..sim import (
 )
 from ..trace.schema import BUCKET_KEYS as SIZE_BUCKET_KEYS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
-from .intervals import Interval, changed, difference_interval, direction, mean_interval, ratio_interval
+from .intervals import (
+    Interval,
+    changed,
+    difference_interval,
+    direction,
+    mean_interval,
+    pooled_difference_interval,
+    pooled_interval,
+    pooled_ratio_interval,
+    ratio_interval,
+)
 
 EXPERIMENTS = ("calibrate", "locality", "interference", "failures", "early_stop", "policy")
 BUCKETS = ("all",) + tuple(SIZE_BUCKETS)
@@ -57,6 +67,11 @@ class Inputs:
     anchor_s: float | None = None
     #: the replay's held-out validation (notebook 05's figures), None for a replay without one
     validation: str | None = None
+    #: the block design: each job's measurement block (-1: not measured, only warms the cluster up), None otherwise
+    blocks: np.ndarray | None = None
+    #: the block design: when each block begins (UTC), and its length in days
+    block_starts: tuple = ()
+    block_days: float | None = None
 
 
 @functools.lru_cache(maxsize=2)
@@ -109,23 +124,21 @@ def load_inputs(trace: str = "public", max_jobs: int | None = None, racks: int |
 
 @dataclass(frozen=True)
 class CalibratedReplay:
-    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement windows.
+    """Experiments on the calibrated replay: the calibration's inputs (notebook 05's) and the measurement blocks.
 
-    Cell ``seed`` ``k`` measures the jobs submitted in the ``k``-th window of
-    ``window_days`` from the start of the held-out span (the part of the real
-    record the calibration never saw), warm-started ``window_warmup_days``
-    before; the seed also drives the failure and convergence draws. Windows
-    must end before RFold's completeness horizon (where it still holds the
-    whole demand).
+    Every arm replays notebook 05's calibrated replay whole, once (:func:`replay_block_inputs`), and is measured in
+    consecutive blocks of ``block_days`` of submit time from the replay's first measured minute up to RFold's
+    completeness horizon (where it still holds the whole demand) or the end of the replayed days; the blocks are the
+    replicates, and there is no warm-up of its own to converge (the replay starts where notebook 05's does). The
+    cell's seed drives the failure and convergence draws.
     """
 
     fit_days: float = 35
     replay_days: float | None = None
     warmup_days: float | None = None        # the calibration's warm-up (None: every RFold job)
     calibration_trials: int = 24            # the calibration's search (dlcluster.validation.calibration.DEFAULT_TRIALS)
-    window_days: float = 10.0
-    window_warmup_days: float = 14.0
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
+    block_days: float = 7.0                 # length of a measurement block (the replicate)
 
     def cell(self) -> dict:
         """JSON form (a cell parameter)."""
@@ -143,52 +156,51 @@ class CalibratedReplay:
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)
 
 
-@functools.lru_cache(maxsize=8)
-def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_dir: str | None = None) -> Inputs:
-    """Measurement window ``window`` of the calibrated RFold replay, set up as the calibration set it up.
+@functools.lru_cache(maxsize=4)
+def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | None = None) -> Inputs:
+    """Notebook 05's calibrated replay, set up as it runs it (:func:`dlcluster.validation.calibrate.replay_setup` of
+    the calibration's replay with the calibrated parameters: the simulation :func:`~dlcluster.validation.calibrate.
+    run_replay` makes), measured in blocks of ``spec.block_days``.
 
-    Machines in the calibrated rack size, the calibrated quotas (those of the
-    VCs without a public node count shared by the calibration's workload),
-    lending and placement as simulator options, Philly's calibrated locality
-    and relax timeout, the scheduler latency added to every arrival
-    (:func:`dlcluster.validation.calibrate.replay_setup`). At the real arrival rate.
+    Measured: the jobs submitted (by their real submit, before the scheduler latency) from the replay's
+    ``measure_start`` up to RFold's completeness horizon or the end of the replayed days, whichever is first, in
+    whole blocks; the jobs before only warm the cluster up, as in notebook 05.
     """
     from ..validation.calibrate import real_occupancy, replay_setup
-    from ..validation.workload import measurement_window
 
+    if not spec.block_days or spec.block_days <= 0:
+        raise ValueError(f"replay_block_inputs needs block_days > 0, got {spec.block_days!r}")
     calibration = spec.calibration(trace, cache_dir)
     tr = cached_trace(trace)
-    # measured where the replay holds the whole real demand: the held-out span up to RFold's completeness horizon
-    held_begin = calibration.spans["held_out"][0]
-    held_end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
-    if int(window) != window or window < 0:
-        raise ValueError(f"window (the cell's seed) must be a non-negative integer, got {window!r}")
-    begin = held_begin + pd.Timedelta(days=spec.window_days * window)
-    end = begin + pd.Timedelta(days=spec.window_days)
-    if end > held_end:
-        raise ValueError(f"measurement window {window} ({begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M}) ends after the "
-                         f"held-out span up to RFold's completeness horizon ({held_begin:%Y-%m-%d %H:%M}.."
-                         f"{held_end:%Y-%m-%d %H:%M}): use fewer seeds or a shorter window_days")
-    replay = measurement_window(calibration.full_replay, begin, spec.window_days, spec.window_warmup_days)
-    params = calibration.params
-    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params, quota_workload=calibration.replay.workload)
+    replay, params = calibration.replay, calibration.params
+    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params)
     w = setup.workload
-    # measured: the jobs submitted in the window (by their real submit, before the scheduler latency)
-    start_s = (begin - w.epoch) / pd.Timedelta(seconds=1)
-    end_s = (end - w.epoch) / pd.Timedelta(seconds=1)
+    begin = pd.Timestamp(replay.measure_start)
+    end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
+    n_blocks = int(np.floor((end - begin) / pd.Timedelta(days=spec.block_days) + 1e-9))
+    if n_blocks < 2:
+        raise ValueError(f"the block design needs at least 2 blocks of {spec.block_days:g} days in "
+                         f"{begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} (the replayed span up to RFold's completeness "
+                         "horizon): use shorter blocks")
+    starts = tuple(begin + k * pd.Timedelta(days=spec.block_days) for k in range(n_blocks))
     submitted_s = replay.workload.arrival_s
+    begin_s = (begin - w.epoch) / pd.Timedelta(seconds=1)
+    block = np.floor((submitted_s - begin_s) / (spec.block_days * 86400.0))
+    block = np.where((submitted_s >= begin_s) & (block < n_blocks), block, -1).astype(int)
+    stop = starts[-1] + pd.Timedelta(days=spec.block_days)
     real = real_occupancy(tr.occupancy)
-    real = real[(real.index >= begin) & (real.index < end)]
-    label = (f"window {window}: jobs submitted {begin:%Y-%m-%d %H:%M}..{end:%Y-%m-%d %H:%M} UTC of the calibrated "
-             f"replay of RFold's real jobs ({len(calibration.full_replay.workload):,}, every status)")
+    real = real[(real.index >= begin) & (real.index < stop)]
+    label = (f"notebook 05's calibrated replay of RFold's real jobs ({len(replay.workload):,}, every status), "
+             f"measured on the {int((block >= 0).sum()):,} jobs submitted "
+             f"{begin:%Y-%m-%d %H:%M}..{stop:%Y-%m-%d %H:%M} "
+             f"UTC in {n_blocks} blocks of {spec.block_days:g} days")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
-                  occupancy_window=(begin, end), data_label=label,
-                  options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
+                  occupancy_window=(begin, stop), data_label=label,
+                  options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
                           "backoff": params.backoff},
-                  measured=(submitted_s >= start_s) & (submitted_s < end_s),
-                  anchor_s=start_s + float(np.median(setup.latency_s)),
-                  validation=calibration.summary())
+                  measured=block >= 0, anchor_s=begin_s + float(np.median(setup.latency_s)),
+                  validation=calibration.summary(), blocks=block, block_starts=starts, block_days=spec.block_days)
 
 
 def resample_periods(workload: Workload, seed: int, block_days: float) -> Workload:
@@ -331,7 +343,8 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
                 "frag_delay_mean_s": ran["frag"].mean(), "fair_share_delay_mean_s": ran["fair"].mean(),
                 "gpu_hours": sel["gpu_s"].sum() / 3600.0,
                 "useful_share": sel["useful_s"].sum() / sel["gpu_s"].sum() if sel["gpu_s"].sum() > 0 else np.nan,
-                "speed_mean": sel["speed"].mean(), "spread_share": ran["spread"].mean(),
+                "speed_mean": sel["speed"].mean(), "clean_jobs": int(sel["speed"].notna().sum()),
+                "spread_share": ran["spread"].mean(),
                 "failed_jobs": int(sel["failed"].sum()), "wasted_gpu_hours": sel["wasted_s"].sum() / 3600.0,
                 "prerun_gpu_hours": sel["prerun_s"].sum() / 3600.0, "quality_lost_mean": sel["quality_lost"].mean(),
                 "prerun_caught_jobs": int(sel["prerun_caught"].sum()),
@@ -364,39 +377,89 @@ def load_label(setting: str, factor: float) -> str:
 # --------------------------------------------------------------------------- confidence intervals
 
 
+def is_block_design(table: pd.DataFrame) -> bool:
+    """Whether the rows are blocks of one replay per arm (the block design: ``block`` and ``seed`` = the block)
+    rather than independent seeds."""
+    return "block_days" in table.columns and bool((table["block_days"].fillna(0) > 0).any())
+
+
+#: Metrics that are a sum over the block's jobs (pooled with equal weights, so a ratio of pooled values is a
+#: ratio of sums) or a share of the cluster over the block's equal span.
+SUM_METRICS = ("jobs", "rejected", "gpu_hours", "failed_jobs", "wasted_gpu_hours", "prerun_gpu_hours",
+               "prerun_caught_jobs", "busy_server_share", "allocated_gpu_share", "busy_server_share_dates")
+
+
+def metric_weights(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    """What each block's value of ``metric`` weighs when pooled: the jobs it is a mean over (the jobs that ran for a
+    JCT, wait or share of jobs; the jobs that ran once without failure for a speed; every job for the quality
+    lost), the GPU-hours for the useful share, 1 for a sum or a share of the cluster. Percentiles are pooled as
+    the job-weighted mean of the blocks' percentiles (an approximation: a percentile is not a sum)."""
+    if metric in SUM_METRICS:
+        return np.ones(len(rows))
+    if metric in ("useful_share", "wasted_share", "prerun_share"):
+        return rows["gpu_hours"].to_numpy(float)
+    if metric == "speed_mean" and "clean_jobs" in rows.columns:
+        return rows["clean_jobs"].to_numpy(float)
+    if metric == "quality_lost_mean":
+        return rows["jobs"].to_numpy(float)
+    return (rows["jobs"] - rows["rejected"]).to_numpy(float)
+
+
+def level_interval(rows: pd.DataFrame, metric: str) -> Interval:
+    """The value of ``metric`` over replicates and its 95% interval: pooled over the blocks with a block bootstrap
+    on the block design (:func:`.intervals.pooled_interval`), else the mean over seeds on the metric's scale."""
+    if is_block_design(rows):
+        ordered = rows.sort_values("seed", kind="stable")
+        return pooled_interval(ordered[metric], metric_weights(ordered, metric))
+    return mean_interval(rows[metric], metric_quantity(metric))
+
+
 def summarize(table: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
-    """Mean and 95% interval across seeds of each metric, per group, on the metric's own scale
-    (:func:`metric_quantity`, :func:`.intervals.mean_interval`): columns ``by + [metric, mean, ci_low, ci_high, n,
-    method]``."""
+    """Value and 95% interval across replicates of each metric, per group (:func:`level_interval`): columns
+    ``by + [metric, mean, ci_low, ci_high, n, method]``."""
     rows = []
     for key, group in table.groupby(by, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         for metric in metrics:
-            ci = mean_interval(group[metric], metric_quantity(metric))
+            ci = level_interval(group, metric)
             rows.append({**dict(zip(by, key, strict=True)), "metric": metric, "mean": ci.mean, "ci_low": ci.low,
                          "ci_high": ci.high, "n": ci.n, "method": ci.method})
     return pd.DataFrame(rows, columns=[*by, "metric", "mean", "ci_low", "ci_high", "n", "method"])
 
 
+def paired_interval(after: pd.DataFrame, before: pd.DataFrame, metric: str, relative: bool = True) -> Interval:
+    """The change of ``metric`` from ``before`` to ``after`` (rows of two arms, one per replicate ``seed``), paired by
+    replicate: on the block design the pooled values' ratio (or difference) with a block bootstrap, else the per-seed
+    ratios (:func:`.intervals.ratio_interval`) or differences."""
+    a = after.groupby("seed", sort=True).first()
+    b = before.groupby("seed", sort=True).first().reindex(a.index)
+    if is_block_design(after):
+        args = (a[metric], metric_weights(a, metric), b[metric], metric_weights(b, metric))
+        return pooled_ratio_interval(*args) if relative else pooled_difference_interval(*args)
+    return ratio_interval(a[metric], b[metric]) if relative else difference_interval(a[metric], b[metric])
+
+
 def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: list[str],
                   relative: bool = False) -> pd.DataFrame:
-    """Per-seed change of ``metric`` against the baseline arm (same seed and ``keys``), then its mean and interval.
+    """Change of ``metric`` against the baseline arm (same replicate and ``keys``) and its interval
+    (:func:`paired_interval`).
 
-    ``relative``: the change as a share of the baseline value, on the log scale of the per-seed ratios
-    (:func:`.intervals.ratio_interval`: a reduction stays above -100%); else the paired difference in the
-    metric's unit (:func:`.intervals.difference_interval`). Columns ``keys + [arm, mean, ci_low, ci_high, n,
-    method]`` for every arm but the baseline.
+    ``relative``: the change as a share of the baseline value (a reduction stays above -100%); else the paired
+    difference in the metric's unit. Columns ``keys + [arm, mean, ci_low, ci_high, n, method, detectable]`` for
+    every arm but the baseline.
     """
-    base = table[table[arm] == baseline].set_index([*keys, "seed"])[metric]
     rows = []
+    base = table[table[arm] == baseline]
     others = table[table[arm] != baseline]
     for key, group in others.groupby([*keys, arm], sort=False, dropna=False):
-        values = group.set_index([*keys, "seed"])[metric]
-        matched = base.reindex(values.index)
-        ci = ratio_interval(values, matched) if relative else difference_interval(values, matched)
+        key = key if isinstance(key, tuple) else (key,)
+        matched = base
+        for column, value in zip(keys, key[:len(keys)], strict=True):
+            matched = matched[matched[column] == value] if value == value else matched[matched[column].isna()]
+        ci = paired_interval(group, matched, metric, relative)
         rows.append({**dict(zip([*keys, arm], key, strict=True)), "mean": ci.mean, "ci_low": ci.low,
-                     "ci_high": ci.high, "n": ci.n, "method": ci.method})
-    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n", "method"])
+                     "ci_high": ci.high, "n": ci.n, "method": ci.method, "detectable": ci.detectable})
+    return pd.DataFrame(rows, columns=[*keys, arm, "mean", "ci_low", "ci_high", "n", "method", "detectable"])
 
 
 # --------------------------------------------------------------------------- arms
@@ -456,13 +519,11 @@ def rows_of(table: pd.DataFrame, experiment: str, population: str = "all jobs") 
 
 
 def paired_ratio(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> Interval:
-    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched seeds
-    (:func:`.intervals.ratio_interval`); no interval unless every seed of ``arm`` has a ratio."""
-    part = rows[rows["arm"].isin([base_arm, arm])]
-    base = part[part["arm"] == base_arm].groupby("seed")[metric].mean()
-    other = part[part["arm"] == arm].groupby("seed")[metric].mean()
-    ci = ratio_interval(other, base.reindex(other.index))
-    if ci.n < max(len(other), 2):
+    """Relative change of ``metric`` from ``base_arm`` to ``arm`` over matched replicates
+    (:func:`paired_interval`); no interval unless every replicate of ``arm`` has a ratio."""
+    before, after = rows[rows["arm"] == base_arm], rows[rows["arm"] == arm]
+    ci = paired_interval(after, before, metric)
+    if ci.n < (2 if is_block_design(rows) else max(after["seed"].nunique(), 2)):
         return Interval(ci.mean, float("nan"), float("nan"), ci.n, ci.method)
     return ci
 
@@ -475,8 +536,9 @@ def ratio_text(change: float, as_factor: bool = False) -> str:
 
 
 def change_text(before: float, after: float, change: Interval | None = None, fmt=format_seconds) -> str:
-    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%]': both means (``fmt``), and the paired relative change with its
-    interval; as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
+    """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%], smallest detectable change ±9%': both values (``fmt``), and the
+    paired relative change with its interval (and, on the block design, the smallest change the comparison could
+    detect); as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
     text = f"{fmt(before)} → {fmt(after)}"
     if change is not None and np.isfinite(change.mean):
         shown = [v for v in (change.mean, change.low, change.high) if np.isfinite(v)]
@@ -484,6 +546,8 @@ def change_text(before: float, after: float, change: Interval | None = None, fmt
         text += f", {ratio_text(change.mean, as_factor)}"
         if change.known:
             text += f" [95% CI {ratio_text(change.low, as_factor)}, {ratio_text(change.high, as_factor)}]"
+        if np.isfinite(change.detectable):
+            text += f", smallest detectable change ±{100 * change.detectable:.0f}%"
     return text
 
 
@@ -515,6 +579,8 @@ def mean_where(rows: pd.DataFrame, metric: str, **where) -> float:
     sel = rows
     for column, value in where.items():
         sel = sel[sel[column] == value]
+    if len(sel) and is_block_design(sel) and not sel["seed"].duplicated().any():
+        return level_interval(sel, metric).mean   # pooled over the blocks, as its interval is
     return float(sel[metric].mean()) if len(sel) else float("nan")
 
 
@@ -528,10 +594,19 @@ def focus_bucket(rows: pd.DataFrame, candidates=("5-8", ">8", "2-4")) -> str:
     return "all"
 
 
+def arm_means(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Each arm's value of ``metric`` over its replicates, in the order of the rows: pooled over the blocks on the
+    block design (:func:`level_interval`), else the mean over seeds."""
+    if is_block_design(rows):
+        return pd.Series({arm: level_interval(part, metric).mean
+                          for arm, part in rows.groupby("arm", sort=False)}, dtype=float)
+    return rows.groupby("arm", sort=False)[metric].mean()
+
+
 def best_arm(rows: pd.DataFrame, metric: str, exclude=()) -> tuple[str | None, float]:
-    """The arm with the lowest mean ``metric`` and that mean; equal means (to :data:`~dlcluster.ordering.
-    DECISION_DIGITS` digits) go to the arm that comes first in the rows."""
-    means = rows[~rows["arm"].isin(exclude)].groupby("arm", sort=False)[metric].mean().dropna()
+    """The arm with the lowest ``metric`` (:func:`arm_means`) and that value; equal values (to
+    :data:`~dlcluster.ordering.DECISION_DIGITS` digits) go to the arm that comes first in the rows."""
+    means = arm_means(rows[~rows["arm"].isin(exclude)], metric).dropna()
     if not len(means):
         return None, float("nan")
     rounded = means.map(decision_value)

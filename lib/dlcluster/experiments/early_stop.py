@@ -71,9 +71,11 @@ def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
     jct = paired_change(allj, "arm", base, "jct_mean_s", ["load_label"], relative=True)
     quality = summarize(allj[allj["arm"] != base], ["load_label", "arm"], ["quality_lost_mean"])
     out = saved.rename(columns={"mean": "gpu_hours_change", "ci_low": "gpu_hours_change_ci_low",
-                                "ci_high": "gpu_hours_change_ci_high", "n": "seeds"}).drop(columns="method")
+                                "ci_high": "gpu_hours_change_ci_high", "n": "seeds",
+                                "detectable": "gpu_hours_change_detectable"})
     out = out.merge(jct.rename(columns={"mean": "jct_change", "ci_low": "jct_change_ci_low",
-                                        "ci_high": "jct_change_ci_high"}).drop(columns=["n", "method"]),
+                                        "ci_high": "jct_change_ci_high", "detectable": "jct_change_detectable"})
+                    .drop(columns=["n", "method"]),
                     on=["load_label", "arm"])
     out = out.merge(quality.rename(columns={"mean": "quality_lost", "ci_low": "quality_lost_ci_low",
                                             "ci_high": "quality_lost_ci_high"}).drop(columns=["metric", "n", "method"]),
@@ -86,7 +88,7 @@ def early_stop_savings(table: pd.DataFrame) -> pd.DataFrame:
 def _saved_text(row) -> str:
     """'12.3% of GPU-hours saved [95% CI 10.1%, 14.2%]', or the change with 'no significant difference at 3 seeds'."""
     change = Interval(row.gpu_hours_change, row.gpu_hours_change_ci_low, row.gpu_hours_change_ci_high,
-                      int(row.seeds), "")
+                      int(row.seeds), str(getattr(row, "method", "")))
     interval = (f" [95% CI {-100 * change.high:.1f}%, {-100 * change.low:.1f}%]" if change.known else "")
     verdict = direction(change, up="more GPU-hours", down="saved")
     if verdict == "saved":

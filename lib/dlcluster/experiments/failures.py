@@ -83,15 +83,16 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
     for name, rows, metric in (("gpu_hours_change", allj, "gpu_hours"), ("good_jct_change", good, "jct_mean_s"),
                                ("good_wait_change", good, "queue_mean_s")):
         change = paired_change(rows, "retry", "none", metric, keys, relative=True).rename(
-            columns={"retry": "arm", "mean": name, "ci_low": f"{name}_ci_low", "ci_high": f"{name}_ci_high"})
+            columns={"retry": "arm", "mean": name, "ci_low": f"{name}_ci_low", "ci_high": f"{name}_ci_high",
+                     "method": f"{name}_method", "detectable": f"{name}_detectable"})
         change["arm"] = change["arm"].map(RETRY_NAMES)
-        out = out.merge(change.drop(columns=["n", "method"]), on=[*keys, "arm"], how="left")
+        out = out.merge(change.drop(columns=["n"]), on=[*keys, "arm"], how="left")
     return out
 
 
 def _interval(row, name: str) -> Interval:
     return Interval(getattr(row, name), getattr(row, f"{name}_ci_low"), getattr(row, f"{name}_ci_high"),
-                    int(getattr(row, "seeds", 0)), "")
+                    int(getattr(row, "seeds", 0)), str(getattr(row, f"{name}_method", "")))
 
 
 def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
@@ -109,7 +110,7 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
         for row in rows.itertuples():
             prerun = "" if not row.prerun_share_mean > 0 else (
                 f" (+{100 * row.prerun_share_mean:.1f}% on pre-runs, which caught {row.prerun_caught_jobs_mean:.1f} "
-                "failing jobs per window)")
+                "failing jobs)")
             listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts "
                           f"[95% CI {100 * row.wasted_share_ci_low:.1f}%, {100 * row.wasted_share_ci_high:.1f}%]"
                           f"{prerun}")
@@ -120,7 +121,7 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
             effects.append(f"under {row.arm} the failures {changed(load, 'the GPU-hours of the run')} "
                            f"({_ci_text(load)}), {changed(wait, 'the mean wait of the never-failing jobs')} "
                            f"({_ci_text(wait)}) and {changed(jct, 'their mean JCT')} ({_ci_text(jct)})")
-        text += " Against the same window without failures, " + "; ".join(effects) + "."
+        text += " Against the same replay without failures, " + "; ".join(effects) + "."
         loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
         waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
         if any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits):
@@ -131,14 +132,20 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
         if prerun_s and earliest_rtf and model in earliest_rtf:
             first = earliest_rtf[model]
             caught = float(rows["prerun_caught_jobs_mean"].fillna(0).sum())
-            if first >= prerun_s:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs per window: this "
+            if first >= prerun_s and model == "fitted":
+                text += (f" Whether a pre-run pays **cannot be tested on public data**: the {format_seconds(prerun_s)} "
+                         f"pre-run caught {caught:.1f} failing jobs here only because this model's shortest runtime to "
+                         f"failure is {format_seconds(first)} (the DRE records hold only jobs that ran at least 5 "
+                         "minutes), so it can only cost GPU time by construction, and no public data show the early "
+                         "failures a pre-run is meant to catch.")
+            elif first >= prerun_s:
+                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs: this "
                          f"model's shortest runtime to failure is {format_seconds(first)}, no shorter than the pre-run"
                          + (" (its runtimes come from the DRE records, which hold only jobs that ran at least 5 "
                             "minutes)" if model == "fitted" else "")
                          + ", so a pre-run can only cost GPU time here.")
             else:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs per window (this "
+                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs (this "
                          f"model's runtimes to failure start at {format_seconds(first)}).")
         parts.append(text)
     return f"At {main_load}: " + " ".join(parts)
@@ -167,26 +174,33 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             wasted, prerun = 100 * rows["wasted_share_mean"].to_numpy(), 100 * rows["prerun_share_mean"].to_numpy()
             err = 100 * np.vstack([rows["wasted_share_mean"] - rows["wasted_share_ci_low"],
                                    rows["wasted_share_ci_high"] - rows["wasted_share_mean"]])
-            axes[r][0].bar(xs, wasted, width, color=colors[load], label=load,
+            axes[r][0].bar(xs, wasted, width, color=colors[load], label=f"failed attempts, {load}",
                            yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
-            axes[r][0].bar(xs, prerun, width, bottom=wasted, color=colors[load], alpha=0.35, hatch="//")
+            axes[r][0].bar(xs, prerun, width, bottom=wasted, facecolor="white", edgecolor=colors[load], lw=1.0,
+                           hatch="///", label=f"pre-runs (hatched), {load}")
             change = 100 * rows["good_jct_change"].to_numpy(float)
             err = 100 * np.vstack([rows["good_jct_change"] - rows["good_jct_change_ci_low"],
                                    rows["good_jct_change_ci_high"] - rows["good_jct_change"]])
-            axes[r][1].bar(xs, change, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
+            axes[r][1].bar(xs, change, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3",
+                           label=f"change of mean JCT (95% CI), {load}")
         axes[r][0].set_ylabel("% of all GPU-hours")
         axes[r][0].set_title(f"GPU time on failed attempts (hatched: pre-runs) · {FAILURE_MODEL_NAMES[model]}",
                              fontsize=9)
         axes[r][1].axhline(0, color="k", lw=0.8)
         axes[r][1].set_ylabel("% change vs no failures")
-        axes[r][1].set_title(f"mean JCT of jobs that never fail, vs the same window without failures · "
+        axes[r][1].set_title(f"mean JCT of jobs that never fail, vs the same replay without failures · "
                              f"{FAILURE_MODEL_NAMES[model]}", fontsize=9)
         axes[r][0].set_ylim(bottom=0)
         for ax in axes[r]:
             ax.set_xticks(range(len(arms)), [textwrap.fill(a, 18) for a in arms])
             ax.grid(False, axis="x")
             ax.grid(alpha=0.3, axis="y")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.0))
+    handles, labels = [], []
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig

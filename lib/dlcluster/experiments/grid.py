@@ -17,13 +17,14 @@ from .common import (
     EXPERIMENTS,
     Inputs,
     CalibratedReplay,
+    cached_trace,
     load_inputs,
     load_key,
     load_label,
     measure,
     resample_periods,
     scale_load,
-    replay_window_inputs,
+    replay_block_inputs,
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
@@ -79,23 +80,23 @@ class GridSpec:
 
 
 GRIDS = {
-    # the calibrated replay at the real load: three 6-day measurement windows of the held-out span (one per seed,
-    # before RFold's completeness horizon), each warm-started two weeks before; policies also at loads x0.8 and
-    # x1.25 (sensitivity). About 100 simulations of ~3 s: a few minutes on 2 cores
+    # the block design: every arm replays notebook 05's calibrated replay whole (every RFold job at the real
+    # arrival rate, no warm-up of its own), measured in the 7 whole weeks from the occupancy record's start to
+    # RFold's completeness horizon; policies also at load x1.25 (sensitivity). One simulation per arm (~27 s of CPU
+    # each, its 7 blocks measured included)
     "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
-                     relax_after_s=(60.0, 180.0, 900.0), tolerances=(0.001, 0.01, 0.05),
+                     relax_after_s=(60.0, 900.0), tolerances=(0.001, 0.01, 0.05),
                      failure_models=("fitted",), policies=tuple(POLICY_NAMES),
-                     experiment_loads=("real",), policy_loads=("real", 0.8, 1.25), oracle_loads=("real",),
-                     replay=CalibratedReplay(window_days=6.0, window_warmup_days=14.0)),
-    # notebook 05's small calibration (7 fit days, 12 days replayed, 4 trials), 1-day windows warm-started 1 day
-    # before: a quick run, not a result. The calibrated relax timeout is added to the locality arms
+                     experiment_loads=("real",), policy_loads=("real", 1.25), oracle_loads=("real",),
+                     replay=CalibratedReplay(block_days=7.0)),
+    # notebook 05's small calibration (7 fit days, 12 days replayed after 7 of warm-up, 4 trials), measured in
+    # its 12 daily blocks: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
-                      relax_after_s=(60.0, 180.0), tolerances=(0.01,), failure_models=("illustrative",),
-                      policies=("fifo", "philly", "las"), experiment_loads=("real",), policy_loads=("real", 1.25),
+                      relax_after_s=(), tolerances=(0.01,), failure_models=("illustrative",),
+                      policies=("fifo", "philly"), experiment_loads=("real",), policy_loads=("real", 1.25),
                       oracle_loads=(),
                       replay=CalibratedReplay(fit_days=7, replay_days=12, warmup_days=7,
-                                             calibration_trials=4, window_days=1.0,
-                                             window_warmup_days=1.0)),
+                                             calibration_trials=4, block_days=1.0)),
     # before the calibrated replay: the 82,247 Pollux (passed) jobs, arrivals compressed until the simulated
     # occupancy matches the real one. 3,000 jobs from the first day of the occupancy data on 8 racks
     "pollux-small": GridSpec(start="2017-10-03", max_jobs=3000, racks=8, resample_block_days=0.5,
@@ -264,10 +265,10 @@ def simulation_options(cell: dict, workload: Workload,
         if cell.get("migration", False):
             options["migration"] = Migration()
     elif experiment == "policy":
-        # every policy places best fit, so that the comparison is of queue order, locality and preemption
-        # (Philly's own most-free rule is compared with best fit in the interference experiment)
+        # every policy places as the calibrated replay does, so that the comparison is of queue order, locality and
+        # preemption, and Philly's arm is notebook 05's replay (placements are compared in the interference
+        # experiment)
         policy = make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {}))
-        options["placement"] = "best_fit"
     else:
         raise ValueError(f"unknown experiment {experiment!r}; choose from {EXPERIMENTS}")
     if experiment == "failures":
@@ -302,10 +303,42 @@ def run_cell(cell: dict) -> pd.DataFrame:
     policy, options, workload, extras = simulation_options(cell, workload, inputs.philly)
     result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
                       **{**inputs.options, **options})
+    if inputs.blocks is not None:
+        return measure_blocks(result, workload, extras, inputs, float(cell["load"]),
+                              cached_trace(cell["trace"]).occupancy)
     window = None
     if cell["experiment"] == "calibrate" or cell.get("replay") is not None:
         window = _dates_window(inputs, workload, float(cell["load"]))
     return measure(result, workload, extras, window, inputs.measured)
+
+
+def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, factor: float,
+                   occupancy: pd.DataFrame) -> pd.DataFrame:
+    """:func:`measure` of each block of the block design (column ``block``, and ``block_start``, ``block_days``); at
+    the real load also the busy servers in the record's units per block, as notebook 05 compares them
+    (:func:`dlcluster.validation.calibrate.busy_by_period`: ``busy_servers`` simulated, ``busy_servers_real``, the
+    record's ``record_servers``)."""
+    span_days = inputs.block_days
+    busy = None
+    if factor == 1.0:
+        from ..validation.calibrate import busy_by_period
+        end = inputs.block_starts[-1] + pd.Timedelta(days=span_days)
+        busy = busy_by_period(result, occupancy, (inputs.block_starts[0], end),
+                              f"{span_days:g}D")
+    frames = []
+    for block, start in enumerate(inputs.block_starts):
+        lo = (start - workload.epoch) / pd.Timedelta(seconds=1)
+        window = _scaled_window(inputs, workload, factor, lo, lo + span_days * 86400.0)
+        rows = measure(result, workload, extras, window, inputs.blocks == block)
+        rows.insert(0, "block", block)
+        rows["block_start"] = str(start)
+        rows["block_days"] = float(span_days)
+        if busy is not None and start in busy.index:
+            rows["busy_servers"] = float(busy.loc[start, "simulated_busy"])
+            rows["busy_servers_real"] = float(busy.loc[start, "real_busy"])
+            rows["record_servers"] = float(busy.loc[start, "record_total"])
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
 
 
 def same_simulation(cell: dict) -> dict:
@@ -318,11 +351,20 @@ def same_simulation(cell: dict) -> dict:
 
 
 def cell_inputs(cell: dict) -> Inputs:
-    """The inputs a cell replays: a window of the calibrated replay (``replay`` given) or the Pollux jobs."""
+    """The inputs a cell replays: the calibrated replay in blocks (``replay`` given) or the Pollux jobs."""
     if cell.get("replay") is not None:
-        return replay_window_inputs(cell["trace"], CalibratedReplay.from_cell(cell["replay"]), int(cell["seed"]),
-                                cell.get("calibration_cache"))
+        return replay_block_inputs(cell["trace"], CalibratedReplay.from_cell(cell["replay"]),
+                                   cell.get("calibration_cache"))
     return load_inputs(cell["trace"], cell.get("max_jobs"), cell.get("racks"), cell.get("start"))
+
+
+def _scaled_window(inputs: Inputs, workload: Workload, factor: float, lo: float, hi: float):
+    """Simulated times of the real span ``lo``..``hi`` (s) under arrival compression by ``factor`` around the inputs'
+    anchor, cut to the arrivals; None if that leaves nothing."""
+    first = float(workload.arrival_s.min()) if inputs.anchor_s is None else float(inputs.anchor_s)
+    lo, hi = first + (lo - first) / factor, first + (hi - first) / factor
+    lo, hi = max(lo, float(workload.arrival_s.min())), min(hi, float(workload.arrival_s.max()))
+    return (lo, hi) if hi > lo else None
 
 
 def _dates_window(inputs: Inputs, workload: Workload, factor: float):
@@ -336,8 +378,14 @@ def _dates_window(inputs: Inputs, workload: Workload, factor: float):
 
 
 def with_arms(table: pd.DataFrame) -> pd.DataFrame:
-    """The sweep table with an ``arm`` label per row (what the experiment varies) and a ``load_label``."""
+    """The sweep table with an ``arm`` label per row (what the experiment varies) and a ``load_label``; on the block
+    design ``seed`` becomes the block (the replicate) and the cell's seed ``cell_seed``."""
     out = table.copy()
+    if "block" in out.columns and out["block"].notna().all():
+        # the block design: the replicate every paired comparison pairs on is the block of the one replay per arm
+        # (the cell's seed only seeds the failure and convergence draws)
+        out["cell_seed"] = out["seed"]
+        out["seed"] = out["block"].astype(int)
     labels = {"locality": locality_arm, "interference": interference_arm, "early_stop": early_stop_arm,
               "policy": lambda r: POLICY_NAMES[r["policy"]], "failures": lambda r: RETRY_NAMES[r["retry"]],
               "calibrate": lambda r: "Philly"}

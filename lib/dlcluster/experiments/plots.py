@@ -108,3 +108,56 @@ def metric_grid(summary: pd.DataFrame, metrics: list[str], loads: list[str], x: 
                bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()), title=legend_title, title_fontsize=9,
                fontsize=8)
     return fig
+
+
+def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arms: list, categories: list,
+                        colors: dict, title: str, baseline: str, xlabel: str):
+    """Each arm's paired change against ``baseline`` (rows of :func:`.common.paired_change` with ``relative``): one
+    panel per value of ``panel_col``, the arms down the y axis, one marker and colour per category (``bucket``) side
+    by side, the 95% interval as a bar; x on a log scale of after / before, labelled as a change (a reduction
+    stays above -100%)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    from ..report.plotting import place_legend
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 0.55 * len(arms) * max(len(categories), 2)
+                                                       / 2 + 1.8), squeeze=False, sharey=True)
+    step = 0.8 / max(len(categories), 1)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        part = changes[changes[panel_col] == panel]
+        ratios = []
+        for k, category in enumerate(categories):
+            rows = part[part["bucket"] == category].set_index("arm").reindex(arms)
+            y = np.arange(len(arms)) - 0.4 + step * (k + 0.5)
+            mean, low, high = (1 + rows[c].to_numpy(float) for c in ("mean", "ci_low", "ci_high"))
+            keep = np.isfinite(mean) & (mean > 0)
+            if not keep.any():
+                continue
+            low, high = np.where(np.isfinite(low) & (low > 0), low, mean), np.where(np.isfinite(high), high, mean)
+            ax.errorbar(mean[keep], y[keep], xerr=[mean[keep] - low[keep], high[keep] - mean[keep]],
+                        fmt=MARKERS[k % len(MARKERS)], color=colors.get(category, "0.3"), ms=5, capsize=2, lw=1.2,
+                        label=str(category))
+            ratios.extend([*low[keep], *high[keep]])
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_xscale("log")
+        if ratios:
+            lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
+            ax.set_xlim(lo, hi)
+            # ticks at round changes, sparser the wider the range, so that their labels do not collide
+            span = hi / lo
+            candidates = ((0.8, 0.9, 1.0, 1.1, 1.25) if span < 1.8 else (0.5, 0.7, 1.0, 1.5, 2.0) if span < 6
+                          else (0.1, 0.3, 1.0, 3.0, 10.0) if span < 40 else (0.001, 0.01, 0.1, 1.0, 10.0, 100.0))
+            ticks = [t for t in candidates if lo <= t <= hi]
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticklabels([f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks])
+        ax.set_yticks(range(len(arms)), wrap_labels(arms, 22))
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel if "log scale" in xlabel else f"{xlabel} (log scale)")
+        ax.set_title(str(panel), fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    place_legend(axes[0][-1], fontsize=8, title="GPUs per job")
+    fig.suptitle(f"{title} · change against {baseline}, paired, with its 95% interval", fontsize=10)
+    fig.tight_layout()
+    return fig

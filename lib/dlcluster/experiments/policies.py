@@ -7,8 +7,7 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..trace.schema import SIZE_BUCKETS
-from .common import best_arm, format_seconds, judged_change, mean_where
-from .intervals import mean_interval
+from .common import arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
@@ -25,9 +24,9 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         best, value = best_arm(everyone, "jct_mean_s", exclude=(oracle,))
         if best is None:
             continue
-        means = everyone[everyone["arm"] != oracle].groupby("arm")["jct_mean_s"].mean().map(decision_value)
+        means = arm_means(everyone[everyone["arm"] != oracle], "jct_mean_s").map(decision_value)
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
-            waited = everyone["waited_share"].mean() if "waited_share" in everyone else float("nan")
+            waited = level_interval(everyone, "waited_share").mean if "waited_share" in everyone else float("nan")
             clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
                            f"({format_seconds(value)})"
                            + (f": only {waited:.1%} of the jobs ever waited for GPUs, so the queue order had almost "
@@ -61,7 +60,7 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
     for locality (fragmentation and back-off) and for a quota or cap (fair-share). FIFO and Philly differ only
     in relaxing locality, which acts on the first.
     """
-    means = rows.groupby("arm")["jct_mean_s"].mean().map(decision_value)
+    means = arm_means(rows, "jct_mean_s").map(decision_value).rename_axis("arm").rename("jct_mean_s")
     means = means.reset_index().sort_values(["jct_mean_s", "arm"], kind="stable").set_index("arm")["jct_mean_s"]
     groups, current = [], [means.index[0]] if len(means) else []
     for arm in means.index[1:]:
@@ -85,18 +84,19 @@ def tie_clause(rows: pd.DataFrame, within: float = 5e-4) -> str:
 
 def policy_context(rows: pd.DataFrame, load: str, arm: str = "Philly") -> str:
     """What the queue gives the policies to act on at ``load``, measured in the same runs under ``arm``: the share of
-    jobs that waited for GPUs at all and the mean wait, overall and per job size (95% intervals over seeds)."""
+    jobs that waited for GPUs at all and the mean wait, overall and per job size (95% intervals over replicates)."""
     at = rows[(rows["load_label"] == load) & (rows["arm"] == arm)]
     everyone = at[at["bucket"] == "all"]
     if everyone.empty:
         return f"No {arm} run at {load}."
-    waited = mean_interval(everyone["waited_share"], "share")
-    wait = mean_interval(everyone["queue_mean_s"], "duration")
+    waited = level_interval(everyone, "waited_share")
+    wait = level_interval(everyone, "queue_mean_s")
     by_size = []
     for size in SIZE_BUCKETS:
         part = at[(at["bucket"] == size) & (at["jobs"] > 0)]
         if len(part):
-            by_size.append(f"{size} GPU{'' if size == '1' else 's'} {format_seconds(part['queue_mean_s'].mean())}")
+            by_size.append(f"{size} GPU{'' if size == '1' else 's'} "
+                           f"{format_seconds(level_interval(part, 'queue_mean_s').mean)}")
     interval = (f" [95% CI {waited.low:.1%}, {waited.high:.1%}]" if waited.known else "")
     wait_interval = (f" [95% CI {format_seconds(wait.low)}, {format_seconds(wait.high)}]" if wait.known else "")
     acts = ("so queue order and preemption had almost nothing to act on, and the policies can only tie here"

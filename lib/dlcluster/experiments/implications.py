@@ -1,0 +1,167 @@
+"""The paper's design implications answered from the sweep: one row each, in the words the scorecard shares.
+
+Each row reads **supported** (the interval of the change lies on the side the implication predicts),
+**contradicted** (on the other side), **no effect larger than X** (the interval includes no change; X is the larger
+end of the interval, so the design excludes any larger effect) or **cannot be tested on public data** (why), and
+carries what it rests on (:data:`KINDS`): only a *mechanism* row is a finding; a *by construction* or an
+*assumption* row is shown with its tag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .common import paired_ratio, percent_text, short_duration
+from .intervals import Interval
+
+#: What a result rests on: it emerged from the simulation; the setup guarantees it; it rests on an assumed input.
+KINDS = ("mechanism", "by construction", "assumption")
+#: The implications, in the order of notebook 06's opening table, with their results.json key part.
+IMPLICATIONS = {
+    "prioritize locality": "prioritize_locality",
+    "relax it after a bounded wait": "relax_after_wait",
+    "migrate long jobs": "migrate_long_jobs",
+    "isolate or pack against interference": "isolate_or_pack",
+    "class-aware retries": "class_aware_retries",
+    "pre-run on one GPU": "prerun",
+    "early termination": "early_termination",
+}
+UNTESTABLE = "cannot be tested on public data"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One implication's answer: the words, the comparison behind them and its interval, what it rests on."""
+
+    implication: str
+    answer: str
+    comparison: str
+    change: Interval | None
+    kind: str
+    replicates: str
+    why: str = ""
+
+    @property
+    def key(self) -> str:
+        return IMPLICATIONS[self.implication]
+
+    def row(self) -> dict:
+        ci = self.change
+        shown = "" if ci is None or not np.isfinite(ci.mean) else (
+            percent_text(ci.mean) + (f" [95% CI {percent_text(ci.low)}, {percent_text(ci.high)}]" if ci.known else ""))
+        detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.0f}%"
+        return {"implication": self.implication, "answer": self.answer, "change": shown, "comparison": self.comparison,
+                "smallest detectable change": detectable, "rests on": self.kind, "replicates": self.replicates,
+                "why": self.why}
+
+
+def answer_words(change: Interval, predicted: str = "down") -> str:
+    """'supported' when the interval lies on the ``predicted`` side of no change ('down': the implication predicts a
+    reduction), 'contradicted' on the other side, else 'no effect larger than X%' (X: the interval's larger end)."""
+    if not change.known:
+        return "not computable (no interval)"
+    if change.below(0.0):
+        return "supported" if predicted == "down" else "contradicted"
+    if change.above(0.0):
+        return "contradicted" if predicted == "down" else "supported"
+    bound = max(abs(change.low), abs(change.high))
+    return f"no effect larger than {100 * bound:.0f}%"
+
+
+def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s") -> Interval | None:
+    rows = rows[rows["bucket"] == "all"]
+    if not {base, arm} <= set(rows["arm"]):
+        return None
+    return paired_ratio(rows, base, arm, metric)
+
+
+def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_mean_s", why=""):
+    change = _compare(rows, base, arm, metric)
+    if change is None:
+        return Answer(implication, "not in this grid", f"{arm} vs {base}", None, kind, replicates,
+                      f"the grid has no '{arm}' or '{base}' arm")
+    return Answer(implication, answer_words(change), f"{what}: '{arm}' vs '{base}'", change, kind, replicates, why)
+
+
+def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, replicates: str,
+                        earliest_rtf_s: float, prerun_s: float, interference_scenario: str | None = "paper",
+                        slowdown: str = "the slowdown model fitted to measured step times") -> list[Answer]:
+    """The seven rows of notebook 06's opening table from the sweep table (:func:`.grid.with_arms`'s).
+
+    ``philly_arm``: the locality experiment's arm for Philly's calibrated relax timeout; ``replicates``: what the
+    intervals are over, in words; ``earliest_rtf_s``: the fitted failure model's earliest runtime to failure and
+    ``prerun_s`` the pre-run's length (a pre-run can only catch a failure before its end).
+    """
+    at = table[(table["load_label"] == main_load) & (table["population"] == "all jobs")]
+    locality = at[at["experiment"] == "locality"]
+    answers = [
+        _answer("prioritize locality", locality, "no locality (any GPUs)", philly_arm, "mechanism", replicates,
+                f"mean JCT of all jobs, with {slowdown} for spread jobs",
+                why="locality held until the relax timeout, against none at all"),
+        _answer("relax it after a bounded wait", locality, "strict locality", philly_arm, "mechanism", replicates,
+                f"mean JCT of all jobs, with {slowdown}",
+                why="relaxing after Philly's calibrated timeout, against never relaxing"),
+        _answer("migrate long jobs", locality, philly_arm,
+                f"{philly_arm}, long jobs migrated", "mechanism", replicates,
+                f"mean JCT of all jobs, with {slowdown}; jobs of at least 1 h moved to a tighter placement"),
+    ]
+    interference = at[at["experiment"] == "interference"]
+    scenarios = list(dict.fromkeys(interference["interference"])) if len(interference) else []
+    scenario = interference_scenario if interference_scenario in scenarios else (scenarios[-1] if scenarios else None)
+    if scenario is None:
+        answers.append(Answer("isolate or pack against interference", "not in this grid", "", None, "assumption",
+                              replicates))
+    else:
+        part = interference[interference["interference"] == scenario]
+        kind = "mechanism" if scenario == "none" else "assumption"
+        answers.append(_answer(
+            "isolate or pack against interference", part, "spread (Philly)", "dedicated servers", kind, replicates,
+            f"mean JCT of all jobs under the interference scenario '{scenario}'",
+            why=("colocation interference assumed (no public data measure it): the answer follows from the "
+                 "assumption" if kind == "assumption" else "no interference: what isolation costs in waiting")))
+    answers.append(Answer(
+        "class-aware retries", UNTESTABLE, "GPU-hours on failed attempts, class-aware vs retry everything", None,
+        "by construction", replicates,
+        "the public data hold no failure class per job: the classes' shares are the log corpus's composition (not a "
+        "frequency) and every class draws its runtime to failure from the same DRE failed attempts, so not retrying "
+        "the classes marked deterministic wastes less by definition"))
+    answers.append(Answer(
+        "pre-run on one GPU", UNTESTABLE, "failing jobs a pre-run catches", None, "by construction", replicates,
+        f"the DRE records hold only jobs that ran at least 5 minutes, so the fitted runtime to failure starts at "
+        f"{short_duration(earliest_rtf_s)}, not before the pre-run's {short_duration(prerun_s)} ends: a pre-run "
+        "catches no failure of the fitted model by construction, and no public data show the early failures it is "
+        "meant to catch"))
+    stop = at[at["experiment"] == "early_stop"]
+    if len(stop):
+        arms = [a for a in dict.fromkeys(stop["arm"]) if a != "no early stop"]
+        tolerance_arm = arms[0] if arms else None
+    else:
+        tolerance_arm = None
+    if tolerance_arm is None:
+        answers.append(Answer("early termination", "not in this grid", "", None, "by construction", replicates))
+    else:
+        answers.append(_answer(
+            "early termination", stop, "no early stop", tolerance_arm, "by construction", replicates,
+            "GPU-hours of the run", metric="gpu_hours",
+            why="each job ends at a convergence point drawn from the real learning curves (notebook 03): the GPU "
+                "time saved restates those points, the quality lost is at most the tolerance"))
+    return answers
+
+
+def answers_table(answers: list[Answer]) -> pd.DataFrame:
+    return pd.DataFrame([a.row() for a in answers]).set_index("implication")
+
+
+def scorecard_words(answers: list[Answer], implications: tuple[str, ...]) -> str:
+    """The answers of ``implications`` in one line for the scorecard's row: 'prioritize locality: supported
+    (−12% [−15%, −9%]); ...'."""
+    parts = []
+    for a in answers:
+        if a.implication in implications:
+            row = a.row()
+            parts.append(f"{a.implication}: {a.answer}" + (f" ({row['change']}; {a.kind})" if row["change"] else
+                                                            f" ({a.kind})"))
+    return "; ".join(parts)
