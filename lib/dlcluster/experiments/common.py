@@ -152,7 +152,8 @@ def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_
     and relax timeout, the scheduler latency added to every arrival
     (:func:`dlcluster.validation.calibrate.replay_setup`). At the real arrival rate.
     """
-    from ..validation.calibrate import real_occupancy, replay_setup
+    from ..validation.calibrate import replay_setup
+    from ..validation.measures import real_occupancy
     from ..validation.workload import measurement_window
 
     calibration = spec.calibration(trace, cache_dir)

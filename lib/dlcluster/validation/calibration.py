@@ -21,7 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .calibrate import ReplayParams, evaluate, fit_overhead_latency, held_out_figures, run_replay, spans
+from .calibrate import ReplayParams, run_replay
+from .heldout import held_out_figures
+from .latency import fit_overhead_latency
+from .measures import evaluate, spans
 from .ingredients import fit_attempt_split
 from .replay import Replay
 from .scorecard import scorecard, scorecard_text
@@ -110,7 +113,7 @@ def fit_span_replay(replay: ReplayWorkload, fit_span: tuple) -> ReplayWorkload:
 
 def start_params(waits: pd.DataFrame, fit_span: tuple) -> ReplayParams:
     """Where the search starts: Philly's relax-after-3-minutes locality, only the scheduler's own overhead as
-    latency (:func:`.calibrate.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
+    latency (:func:`.latency.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
     the DRE records show (:func:`.ingredients.fit_attempt_split`), and the fit span as the span caps from demand
     are read on."""
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span),

@@ -3,7 +3,7 @@
 With the contention mechanism the replay has more unknowns than a grid can
 cover: the quotas of the VCs without a public node count, each VC's maximum
 capacity, the reclaim wait, locality, the relax timeout, placement and rack
-size. :func:`search` minimises :func:`.calibrate.evaluate`'s objective on the
+size. :func:`search` minimises :func:`.measures.evaluate`'s objective on the
 fit span with Optuna's TPE sampler.
 
 * **Stored and resumable**: the study lives in an SQLite file; a search stopped
@@ -41,7 +41,8 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..report.progress import emit as emit_progress
-from .calibrate import Evaluation, ReplayParams
+from .calibrate import ReplayParams
+from .measures import Evaluation
 from ..parallel import map_in_processes
 
 #: Trials asked before any is told (fixed: the proposals depend on it, the number of cores must not).
