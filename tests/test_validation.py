@@ -473,7 +473,7 @@ def test_an_interrupted_search_resumes_its_study(tmp_path):
     def objective(params):
         calls.append(params.relax_after_s)
         value = abs(params.relax_after_s - 300.0)
-        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
 
     space = {"relax_after_s": {"low": 30.0, "high": 1800.0, "log": True}}
     start = vc.ReplayParams()
@@ -508,19 +508,19 @@ def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 
                  + (0.4 if params.max_capacity_factor is None else (params.max_capacity_factor - 2.0) ** 2 / 4)
                  + 0.1 * (params.locality != "relax") + 0.05 * (params.rack_size != 16)
                  + 0.05 * (params.unknown_vc_quota != "demand"))
-        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, round(value, 12))
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, round(value, 12))
     return objective
 
 
 def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
-    """14 trials of the default space, asked two at a time: the 6 start points, 4 random start-up trials of
+    """14 trials of the default space, asked two at a time: the 7 start points, 3 random start-up trials of
     Optuna's TPE sampler (10 with the start points), then 4 trials that TPE proposes from the results so far. One
     worker, so that the toy objective records its calls in this process (the trials do not depend on it)."""
     from optuna.samplers import TPESampler
 
     from dlcluster.validation import search as sr
     # Optuna's default start-up, kept
-    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 6
+    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 7
 
     def run(objective, name):
         return sr.search(objective, start, space, n, tmp_path / f"{name}.db", name, seed=3, workers=1)
@@ -548,14 +548,14 @@ def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_
     assert cut_calls == [*calls[:11], *calls[10:]] and resumed_best == best   # trial 10 ran twice
     assert resumed["trial"].tolist() == [*range(10), *range(12, n + 2)]   # numbers 10 and 11 were the lost batch
     pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
-    # Ctrl-C during the first start point: the batch's two start points are queued again after the other four,
+    # Ctrl-C during the first start point: the batch's two start points are queued again after the other five,
     # then the same random start-up trials follow (TPE's later proposals read the trials in their new order, so
     # they may differ: only a lost start point reorders the history)
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
         run(_toy_objective(cut_calls, interrupt_at=0), "d")
     _, resumed = run(_toy_objective(cut_calls), "d")
-    order = [2, 3, 4, 5, 0, 1, 6, 7, 8, 9]
+    order = [2, 3, 4, 5, 6, 0, 1, 7, 8, 9]
     assert cut_calls[:10] == [calls[k] for k in order] and len(cut_calls) == n
     assert resumed["trial"].tolist() == list(range(2, n + 2))
     pd.testing.assert_frame_equal(resumed.drop(columns="trial").head(10),
@@ -676,7 +676,7 @@ def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     assert moves[("reclaim_after_s", "on after 300 s")].reclaim_after_s == 300.0
     assert moves[("servers_in_service", "x0.95")].servers_in_service == 342
     assert moves[("servers_in_service", "x1.05")].servers_in_service == 378
-    assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
+    assert moves[("locality", "any")].locality == "any" and moves[("placement", "packed")].placement == "packed"
     assert moves[("rack_size", "32")].rack_size == 32
     assert moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
     assert moves[("backoff", "every")].backoff == "every" and moves[("gang_hold", "True")].gang_hold is True
@@ -700,7 +700,7 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
 
     def evaluate(rep, occupancy, real_waits, span, gpu_util_cdf):   # "replay" here is its parameters
         value = 1.0 if rep == best else 2.0
-        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
 
     monkeypatch.setattr(vc, "run_replay", run_replay)
     monkeypatch.setattr(vc, "evaluate", evaluate)
@@ -710,7 +710,7 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
     variants = {"no locality": (replay, any_locality), "Pollux workload": (other, any_locality),
                 "not run": (replay, replace(best, rack_size=32))}
     known = heldout.ablation_evaluations(table, variants, replay)
-    assert known == [(any_locality, measures.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
+    assert known == [(any_locality, measures.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
     sens = heldout.sensitivity(best, replay, None, None, None, None, None, None, workers=1, calibrated=best,
                           evaluated=known)
     moves = [params for _, _, params in heldout._moves(best)]
@@ -718,3 +718,61 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
     reused = sens.loc[("locality", "any")]
     assert reused["objective"] == 7.0 and reused["objective_change"] == 6.0
     assert (sens.drop(("locality", "any"))["objective_change"] == 1.0).all()
+
+
+def test_single_moves_move_each_axis_once_by_the_stated_steps():
+    from dlcluster.validation import search as sr
+    space = {"placement": ["most_free", "best_fit", "packed"],
+             "relax_after_s": {"low": 30.0, "high": 1800.0, "log": True},
+             "reclaim_after_s": {"low": 15.0, "high": 3600.0, "log": True, "off": None},
+             "servers_in_service": {"low": 300, "high": 420, "int": True, "off": None},
+             "cap_quantile": {"low": 0.5, "high": 1.0, "off": None}}
+    best = vc.ReplayParams(placement="packed", relax_after_s=1600.0, reclaim_after_s=None, servers_in_service=410,
+                           cap_quantile=0.6)
+    moves = {(name, label): params for name, label, params in sr.single_moves(best, space)}
+    assert set(moves) == {("placement", "most_free"), ("placement", "best_fit"), ("relax_after_s", "1800"),
+                          ("relax_after_s", "1280"), ("reclaim_after_s", "on"), ("servers_in_service", "420"),
+                          ("servers_in_service", "398"), ("servers_in_service", "off"), ("cap_quantile", "0.65"),
+                          ("cap_quantile", "0.55"), ("cap_quantile", "off")}
+    # 1600 x 1.25 clipped to 1800; an axis that is off is switched on at the geometric middle of its range
+    assert moves[("reclaim_after_s", "on")].reclaim_after_s == pytest.approx((15.0 * 3600.0) ** 0.5, rel=1e-5)
+    # 410 +- 12 (a tenth of the range), clipped to 420, rounded to whole servers
+    assert moves[("servers_in_service", "398")].servers_in_service == 398
+    for (name, _), params in moves.items():
+        changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
+        assert changed == {name}, (name, changed)
+
+
+def test_polish_takes_single_moves_until_none_improves():
+    from dlcluster.validation import search as sr
+    space = {"placement": ["most_free", "best_fit", "packed"], "rack_size": [16, 32]}
+
+    def objective(params):   # best: packed (-2) and rack 32 (-1); most_free 0, best_fit -1
+        value = {"most_free": 0.0, "best_fit": -1.0, "packed": -2.0}[params.placement] - (params.rack_size == 32)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+
+    start = vc.ReplayParams(placement="most_free", rack_size=16)
+    # round 1 takes packed (-2, the best single move), round 2 rack 32 (-3), round 3 finds no move that improves
+    best, check = sr.polish(objective, start, space, rounds=3, workers=1)
+    assert (best.placement, best.rack_size) == ("packed", 32) and sr.optimum_reached(check)
+    assert check["round"].unique().tolist() == [3]
+    assert check.set_index("moved")["objective_change"].to_dict() == {"best": 0.0, "most_free": 2.0, "best_fit": 1.0,
+                                                                      "16": 1.0}
+    # one round: the best move is taken, but the round cannot show that the optimum is reached
+    best, check = sr.polish(objective, start, space, rounds=1, workers=1)
+    assert best.placement == "packed" and best.rack_size == 16 and not sr.optimum_reached(check)
+
+
+def test_placement_variants_switch_each_packing_rule():
+    packed = vc.ReplayParams(placement="packed")
+    rows = heldout.placement_variants(packed)
+    assert rows["spreading placement (most_free)"].placement == "most_free"
+    assert rows["best fit without packing rules"].placement == "best_fit"
+    assert rows["packing without 1-GPU steering"].steer_single is False
+    assert rows["packing with gangs in pieces"].gang_whole_servers is False
+    assert set(heldout.placement_variants(vc.ReplayParams())) == {"best fit without packing rules",
+                                                                  "Philly's packing (sim/packing.py)"}
+    # the simulator gets the rules as sim/packing.py's placement
+    option = vc.placement_option(rows["packing with gangs in pieces"])
+    assert (option.steer_single, option.whole_servers_for_gangs) == (True, False)
+    assert vc.placement_option(vc.ReplayParams()) == "most_free"

@@ -137,7 +137,7 @@ def spanned_ks_by_hand(rep, waits: pd.DataFrame, span: tuple) -> dict:
 
 def objective_by_hand(rep, pub, waits, span) -> float:
     """Busy-server MAE + points below the allocation bound + 10 x (mean |ln median ratio| + mean |ln p90 ratio|
-    + mean KS) over the size buckets."""
+    + mean KS of the waits + mean KS of the servers spanned) over the size buckets."""
     pairs = paired_waits(rep, waits, span)
     med, p90, ks = [], [], []
     for _, part in pairs.groupby("bucket"):
@@ -146,8 +146,9 @@ def objective_by_hand(rep, pub, waits, span) -> float:
         p90.append(abs(math.log(max(simulated.quantile(0.9), 1.0) / max(real.quantile(0.9), 1.0))))
         ks.append(stats.ks_2samp(real, simulated).statistic)
     share, bound = allocation_by_hand(rep.result, pub.cluster_gpu_util_cdf, span)
+    spanned = list(spanned_ks_by_hand(rep, waits, span).values())
     return (busy_servers_mae(rep.result, pub.occupancy, span) + max(0.0, 100 * (bound - share))
-            + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks)))
+            + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks) + np.mean(spanned)))
 
 
 @pytest.mark.notebook

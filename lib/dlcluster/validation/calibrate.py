@@ -25,6 +25,7 @@ import pandas as pd
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.attempts import PLANNED_RETRY, PlannedRetries
 from ..sim.capacity import demand_caps
+from ..sim.packing import PackingPlacement
 from ..sim.service import in_service, scale_quotas
 from ..sim.sharing import Reclaim
 from ..sim.users import UserLimits
@@ -51,7 +52,12 @@ class ReplayParams:
     reclaim_keeps_progress: bool = False
     relax_after_s: float = 180.0
     rack_size: int = 16
+    # "most_free", "best_fit", "whole_servers" (sim/placement.py) or "packed" (sim/packing.py's rules)
     placement: str = "most_free"
+    # "packed" only (sim/packing.py): 1-GPU jobs to the smallest servers first; gangs larger than a server on whole
+    # servers (else in pieces, best fit)
+    steer_single: bool = True
+    gang_whole_servers: bool = True
     policy: str = "philly"
     locality: str = "relax"          # Philly policy: "relax" (back-off, then loosen), "any" (no locality)
     quotas: bool = True              # False: no VC limits at all
@@ -108,8 +114,16 @@ class ReplayParams:
             f"after {self.reclaim_after_s:g}s ({'resume' if self.reclaim_keeps_progress else 'restart'})")
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={lending}, reclaim={reclaim}, locality={self.locality}, "
-                f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement}, "
+                f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement_label()}, "
                 f"latency={latency}, policy={self.policy}, ingredients: {self.ingredients()}")
+
+    def placement_label(self) -> str:
+        """The placement rule in words (the packing rules switched on, for ``"packed"``)."""
+        if self.placement != "packed":
+            return self.placement
+        rules = ["best fit"] + (["1-GPU jobs to the smallest servers"] if self.steer_single else []) + \
+            (["whole servers for gangs"] if self.gang_whole_servers else [])
+        return f"packed ({', '.join(rules)})"
 
     @classmethod
     def from_dict(cls, fields: dict) -> "ReplayParams":
@@ -182,7 +196,7 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     options = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)),
                               quota_workload)
     # sampled every minute, as the occupancy record (and the per-minute export) are
-    options.update(placement=params.placement, slowdown=None, sample_interval_s=60.0)
+    options.update(placement=placement_option(params), slowdown=None, sample_interval_s=60.0)
     if params.gang_hold:
         options["gang_hold"] = True
     if params.user_limit_factor is not None and quotas is not None:
@@ -195,6 +209,13 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
         first = every.reindex(np.asarray(workload.jobid, dtype=str)).to_numpy()
         options.update(failures=PlannedRetries(first), retry=PLANNED_RETRY)
     return ReplaySetup(workload, topology, quotas, policy, options, latency)
+
+
+def placement_option(params: ReplayParams):
+    """The simulator's ``placement`` option for ``params``: a strategy name, or sim/packing.py's rules."""
+    if params.placement == "packed":
+        return PackingPlacement(steer_single=params.steer_single, whole_servers_for_gangs=params.gang_whole_servers)
+    return params.placement
 
 
 #: The smallest maximum capacity a VC gets (one 8-GPU server), so that a VC without a quota can still run a job.

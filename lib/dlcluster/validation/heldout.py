@@ -60,7 +60,8 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
         allocation = gpu_allocation(rep.result, gpu_util_cdf, span)
         out.update(allocation=allocation, gpu_allocated_share=allocation["simulated_allocated_share"],
                    gpu_allocation_shortfall_pp=allocation["shortfall_pp"],
-                   evaluation=evaluation_from_parts(out["busy_servers_mae_pp"], allocation["shortfall_pp"], delays))
+                   evaluation=evaluation_from_parts(out["busy_servers_mae_pp"], allocation["shortfall_pp"], delays,
+                                                    spanned))
     if fig3_table is not None:
         cells = fig3.cell_table(fig3.attempt_waits(rep, retry_overheads(rep)), fig3_table)
         out["fig3_cell_table"] = cells
@@ -110,6 +111,27 @@ def ingredient_variants(best: ReplayParams) -> dict:
         rows["no user limits"] = replace(best, user_limit_factor=None)
     if best.attempt_split:
         rows["one attempt per job (no split)"] = replace(best, attempt_split=())
+    rows.update(placement_variants(best))
+    return rows
+
+
+def placement_variants(best: ReplayParams) -> dict:
+    """Issue 38's placement ingredients switched the other way: spreading, best fit without the packing rules, and
+    each packing rule (sim/packing.py) taken out, or Philly's packing put in where the calibration chose another
+    placement."""
+    rows = {}
+    if best.placement != "most_free":
+        rows["spreading placement (most_free)"] = replace(best, placement="most_free")
+    if best.placement != "best_fit":
+        rows["best fit without packing rules"] = replace(best, placement="best_fit")
+    if best.placement == "packed":
+        rows["packing without 1-GPU steering" if best.steer_single else "packing with 1-GPU steering"] = replace(
+            best, steer_single=not best.steer_single)
+        rows["packing with gangs in pieces" if best.gang_whole_servers else "packing with gangs on whole servers"] = \
+            replace(best, gang_whole_servers=not best.gang_whole_servers)
+    else:
+        rows["Philly's packing (sim/packing.py)"] = replace(best, placement="packed", steer_single=True,
+                                                          gang_whole_servers=True)
     return rows
 
 
@@ -228,12 +250,17 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
         for k in (0.95, 1.05):
             moves.append(("servers_in_service", f"x{k:g}", replace(best, servers_in_service=int(round(n * k)))))
     flips = {"locality": {"relax": "any", "any": "relax"},
-             "placement": {"most_free": "best_fit", "best_fit": "most_free"}, "rack_size": {16: 32, 32: 16},
+             "placement": {"most_free": "packed", "best_fit": "packed", "packed": "most_free"},
+             "rack_size": {16: 32, 32: 16},
              "unknown_vc_quota": {"none": "demand", "demand": "none"}, "gang_hold": {False: True, True: False}}
     for name, other in flips.items():
         value = other.get(getattr(best, name))
         if value is not None:
             moves.append((name, f"{value}", replace(best, **{name: value})))
+    if best.placement == "packed":
+        moves.append(("steer_single", f"{not best.steer_single}", replace(best, steer_single=not best.steer_single)))
+        moves.append(("gang_whole_servers", f"{not best.gang_whole_servers}",
+                      replace(best, gang_whole_servers=not best.gang_whole_servers)))
     moves.extend(("backoff", scope, replace(best, backoff=scope)) for scope in BACKOFF_SCOPES if scope != best.backoff)
     return moves
 
@@ -273,5 +300,6 @@ def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFra
                      "objective_change": ev.objective - base.objective,
                      "busy_servers_mae_pp": ev.busy_servers_mae_pp,
                      "allocation_shortfall_pp": ev.allocation_shortfall_pp,
-                     "log_median_error": ev.log_median_error, "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks})
+                     "log_median_error": ev.log_median_error, "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks,
+                     "spanned_ks": ev.spanned_ks})
     return pd.DataFrame(rows).set_index(["parameter", "moved"])

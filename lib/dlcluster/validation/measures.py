@@ -222,11 +222,12 @@ class Evaluation:
     log_median_error: float
     log_p90_error: float
     mean_ks: float
+    spanned_ks: float      # mean KS per size bucket of the servers each DRE job spanned, replay vs real
     objective: float
 
 
-#: Weight of the wait terms in the objective: one unit of log error (a factor of e) or of KS costs as much as 10
-#: points of busy-server error.
+#: Weight of the wait and placement terms in the objective: one unit of log error (a factor of e) or of KS costs as
+#: much as 10 points of busy-server error.
 DELAY_WEIGHT = 10.0
 
 
@@ -237,20 +238,26 @@ def evaluate(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFrame, spa
     Busy-server MAE in points of the record (:func:`busy_servers_mae_pp`) + the points by which the replay's GPU
     allocation falls below the real lower bound (0 when within it; :func:`gpu_allocation`) + ``delay_weight`` x (mean
     |ln(replay/real median)| + mean |ln(replay/real p90)| + mean KS) of the first-attempt waits per size bucket (the DRE
-    records submitted in the span, job for job). The full trace's Figure 3 never enters it.
+    records submitted in the span, job for job) + ``delay_weight`` x the mean KS per size bucket of the servers the same
+    jobs spanned (:func:`servers_spanned_table`), so that no parameter set can buy the waits with the wrong placement.
+    The full trace's Figure 3 never enters it.
     """
     return evaluation_from_parts(busy_servers_mae_pp(rep.result, occupancy, span),
-                       gpu_allocation(rep.result, gpu_util_cdf, span)["shortfall_pp"],
-                       delay_table(paired_delays(rep, real_waits), span), delay_weight)
+                                 gpu_allocation(rep.result, gpu_util_cdf, span)["shortfall_pp"],
+                                 delay_table(paired_delays(rep, real_waits), span),
+                                 servers_spanned_table(servers_spanned(rep, real_waits, span)), delay_weight)
 
 
-def evaluation_from_parts(busy: float, shortfall_pp: float, delays: pd.DataFrame, delay_weight: float = DELAY_WEIGHT):
-    """:func:`evaluate` from its parts: busy-server MAE, allocation shortfall and the per-bucket wait table."""
+def evaluation_from_parts(busy: float, shortfall_pp: float, delays: pd.DataFrame, spanned: pd.DataFrame,
+                          delay_weight: float = DELAY_WEIGHT) -> Evaluation:
+    """:func:`evaluate` from its parts: busy-server MAE, allocation shortfall, the per-bucket wait table and the
+    per-bucket servers-spanned table."""
     shortfall = max(0.0, shortfall_pp)
     med, p90 = log_median_error(delays), log_median_error(delays, stat="p90")
     ks = float(delays["ks_statistic"].mean())
-    return Evaluation(busy, shortfall, med, p90, ks, busy + shortfall + delay_weight * (med + p90 + ks))
-
+    spanned_ks = float(spanned["ks"].mean())
+    return Evaluation(busy, shortfall, med, p90, ks, spanned_ks,
+                      busy + shortfall + delay_weight * (med + p90 + ks + spanned_ks))
 
 
 def servers_spanned(rep: Replay, real_waits: pd.DataFrame, span: tuple | None = None) -> pd.DataFrame:
