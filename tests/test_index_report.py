@@ -191,3 +191,14 @@ def test_the_full_trace_is_a_second_reference_on_the_index_page(tmp_path):
     assert "Figure 5, Pass, 8 GPU vs the full trace" in page and "2.2 beyond the 4.4 allowed" in page
     scorecard = json.loads((tmp_path / "scorecard.json").read_text())
     assert scorecard["official"]["counts"] == {"reproduced": 1, "differs": 1, "not comparable": 0}
+
+
+def test_a_title_computed_from_the_results_replaces_the_heading(tmp_path):
+    params = tmp_path / "ci.yaml"
+    params.write_text("trace: public\nseed: 0\n")
+    executed = _executed(tmp_path, "12-t", title="# 12 · Static heading")
+    rep = Report(tmp_path / "12-t", "12-t", params={"seed": 0})
+    rep.add("notebook.title", "12 · Validation: 3 of 9 targets met")
+    rep.write()
+    page = write_index(tmp_path, params, [executed], command=["dlcluster", "reports"]).read_text()
+    assert "<a href='12-t.ipynb'>12 · Validation: 3 of 9 targets met</a>" in page and "Static heading" not in page
