@@ -776,3 +776,24 @@ def test_placement_variants_switch_each_packing_rule():
     option = vc.placement_option(rows["packing with gangs in pieces"])
     assert (option.steer_single, option.whole_servers_for_gangs) == (True, False)
     assert vc.placement_option(vc.ReplayParams()) == "most_free"
+
+
+def test_placement_facts_count_jobs_by_memory_size_and_server_size():
+    from dlcluster.validation.ingredients import placement_facts
+    machines = pd.DataFrame({"machine": ["a", "b", "c", "d"], "num_gpus": [8, 8, 4, 4],
+                             "gpu_mem": ["12GB", "24GB", "12GB", "24GB"]})
+    rows = [("j1", 0, "c", 2), ("j1", 1, "a", 2),            # last attempt on a: 2 GPUs, one 8-GPU server
+            ("j2", 0, "a", 4), ("j2", 0, "d", 4),            # 8 GPUs over two servers of both memory sizes
+            ("j3", 0, "d", 1),                               # a 1-GPU job: d does not count as used by a gang
+            ("j4", 0, "a", 8), ("j4", 0, "b", 8)]            # 16 GPUs on two 8-GPU servers
+    placements = pd.DataFrame([(j, a, m) for j, a, m, k in rows for _ in range(k)],
+                              columns=["jobid", "attempt", "machine"])
+    facts = placement_facts(placements, machines)
+    assert facts["jobs"] == 4 and facts["jobs_on_both_memory_sizes"] == 2                       # j2 and j4
+    assert facts["servers.12GB.4gpu"] == 1 and facts["servers.12GB.4gpu.with_multi_gpu_job"] == 0   # j1 left c
+    assert facts["servers.24GB.4gpu.with_multi_gpu_job"] == 1 and facts["servers.12GB.8gpu.with_multi_gpu_job"] == 1
+    assert (facts["2-4.jobs"], facts["2-4.one_server"], facts["2-4.only_on_8gpu_servers"]) == (1, 1, 1)
+    assert (facts["5-8.jobs"], facts["5-8.one_server"], facts["5-8.only_on_8gpu_servers"]) == (1, 0, 0)
+    assert (facts[">8.jobs"], facts[">8.one_server"], facts[">8.only_on_8gpu_servers"]) == (1, 0, 1)
+    with pytest.raises(ValueError, match="machine list lacks"):
+        placement_facts(placements.assign(machine="zz"), machines)
