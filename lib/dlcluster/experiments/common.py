@@ -185,7 +185,7 @@ def replay_window_inputs(trace: str, spec: CalibratedReplay, window: int, cache_
                   occupancy_window=(begin, end), data_label=label,
                   options=dict(setup.options),   # lending, placement, and no slowdown model: the real durations hold it
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
-                          "backoff": params.backoff},
+                          "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s},
                   measured=(submitted_s >= start_s) & (submitted_s < end_s),
                   anchor_s=start_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary())

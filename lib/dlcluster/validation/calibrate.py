@@ -51,6 +51,8 @@ class ReplayParams:
     reclaim_after_s: float | None = None
     reclaim_keeps_progress: bool = False
     relax_after_s: float = 180.0
+    # a gang larger than a server holds out at each locality level this long (sim/relax.py); None: relax_after_s
+    gang_relax_after_s: float | None = None
     rack_size: int = 16
     # "most_free", "best_fit", "whole_servers" (sim/placement.py) or "packed" (sim/packing.py's rules)
     placement: str = "most_free"
@@ -114,7 +116,9 @@ class ReplayParams:
             f"after {self.reclaim_after_s:g}s ({'resume' if self.reclaim_keeps_progress else 'restart'})")
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={lending}, reclaim={reclaim}, locality={self.locality}, "
-                f"relax={self.relax_after_s:g}s, rack={self.rack_size}, placement={self.placement_label()}, "
+                f"relax={self.relax_after_s:g}s"
+                f"{'' if self.gang_relax_after_s is None else f' (gangs: {self.gang_relax_after_s:g}s)'}, "
+                f"rack={self.rack_size}, placement={self.placement_label()}, "
                 f"latency={latency}, policy={self.policy}, ingredients: {self.ingredients()}")
 
     def placement_label(self) -> str:
@@ -187,7 +191,8 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
         if params.quotas else None
     if quotas is not None and topology.total_gpus != listed.total_gpus:
         quotas = scale_quotas(quotas, topology.total_gpus, listed.total_gpus)
-    policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s, backoff=params.backoff) \
+    policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s, backoff=params.backoff,
+                          gang_relax_after_s=params.gang_relax_after_s) \
         if params.policy == "philly" else make_policy(params.policy)
     workload = replay.workload
     latency = scheduler_latency(params, workload.num_gpus, seed)

@@ -53,6 +53,8 @@ DEFAULT_SPACE = {
     "max_capacity_factor": {"low": 1.0, "high": 4.0, "log": True, "off": None},
     "reclaim_after_s": {"low": 15.0, "high": 3600.0, "log": True, "off": None},
     "relax_after_s": {"low": 30.0, "high": 1800.0, "log": True},
+    # issue 38: a gang larger than a server holds out for its own timeout (sim/relax.py; off: relax_after_s)
+    "gang_relax_after_s": {"low": 60.0, "high": 7200.0, "log": True, "off": None},
     "locality": ["relax", "any"],
     # issue 38: Philly's packing (sim/packing.py) beside spreading and plain best fit, and its two rules
     "placement": ["most_free", "best_fit", "packed"],
