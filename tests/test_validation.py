@@ -702,8 +702,8 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
         value = 1.0 if rep == best else 2.0
         return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
 
-    monkeypatch.setattr(vc, "run_replay", run_replay)
-    monkeypatch.setattr(vc, "evaluate", evaluate)
+    monkeypatch.setattr(heldout, "run_replay", run_replay)
+    monkeypatch.setattr(heldout, "evaluate", evaluate)
     any_locality = replace(best, locality="any")
     parts = {f"evaluation.{k}": [7.0, 9.0] for k in measures.Evaluation.__dataclass_fields__}
     table = pd.DataFrame({"max_ks": [0.1, 0.2], **parts}, index=["no locality", "Pollux workload"])
