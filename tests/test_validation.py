@@ -442,7 +442,9 @@ def test_a_cached_calibration_is_found_before_anything_is_loaded(tmp_path, monke
     assert key_of({**settings, "fit_days": 2.0, "space": {**SMALL_SPACE, "relax_after_s": [60, 180]}}) == key
     assert key_of({**settings, "seed": 1}) != key
     stored = {"params": {}, "trials": {"trial": [0]}, "spans": {"fit": ["2017-10-03", "2017-10-05"]},
-              "held_out": {"max_ks": 0.5, "complete_until": "2017-11-20"}, "settings": settings}
+              "held_out": {"max_ks": 0.5, "complete_until": "2017-11-20"}, "settings": settings,
+              "optimality": {"round": [1], "parameter": [None], "moved": ["best"], "objective": [1.0],
+                             "objective_change": [0.0], "improves": [False]}}
     (tmp_path / f"calibration-{key}.json").write_text(json.dumps(stored))
 
     def no_loading(*args, **kwargs):
