@@ -399,7 +399,8 @@ def test_replay_window_inputs_are_built_from_the_calibrated_params(public_trace,
     assert options == {"lending": True, "placement": "best_fit", "slowdown": None, "sample_interval_s": 60.0}
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
-    assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs"}
+    assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs",
+                             "gang_relax_after_s": None}
     # window 1 = the second day of the held-out span; every arrival 60 s later (the scheduler latency)
     w = inputs.workload
     start_s = (begin + pd.Timedelta(days=1) - w.epoch) / pd.Timedelta(seconds=1)
