@@ -104,15 +104,16 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert all(k.startswith(("failures.real.", "early_stop.real.", "locality.real.")) for k in r
                if k.startswith(("failures.", "early_stop.", "locality.")))
     # experiment 1: holding jobs to locality makes them wait: strict locality waits the longest (at these parameters
-    # x35 the others for 5-8-GPU jobs, x2 for all jobs). With Philly's packing calibrated (best fit leaves a server
-    # for most gangs) the relax timeout barely moves the waits on this nearly full cluster: relaxed after a minute
-    # or after three, the 5-8-GPU jobs waited 21,938 s and 21,912 s at these parameters (0.1% apart), so the two
-    # are held within 1% of each other, not in order. No locality is not always the shortest either
+    # x1.8 the others for 5-8-GPU jobs: 40,128 s against at most 21,939 s; for all jobs 10,464 s against at most
+    # 10,329 s). With Philly's packing calibrated (best fit leaves a server for most gangs) the relax timeout barely
+    # moves the waits on this nearly full cluster: relaxed after a minute or after three, the 5-8-GPU jobs waited
+    # 21,938 s and 21,912 s (0.1% apart), so the two are held within 1% of each other, not in order. No locality
+    # is not always the shortest either
     loc = "locality.real.{}.{}.queue_mean_s"
-    for bucket in ("5-8", "all"):
+    for bucket, factor in (("5-8", 1.5), ("all", 1.0)):
         waits = [r[loc.format(arm, bucket)] for arm in ("no locality (any GPUs)", "relax after 1 min",
                                                         "relax after 3 min", "strict locality")]
-        assert abs(waits[1] - waits[2]) <= 0.01 * waits[2] and 1.5 * max(waits[:3]) < waits[3], (bucket, waits)
+        assert abs(waits[1] - waits[2]) <= 0.01 * waits[2] and factor * max(waits[:3]) < waits[3], (bucket, waits)
         # the long-jobs arms run at the calibrated relax timeout (notebook 05's): holding long jobs strict waits longer
         [strict_long] = [k for k in r if k.startswith("locality.real.")
                          and k.endswith(f"long jobs strict.{bucket}.queue_mean_s")]
