@@ -114,11 +114,14 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
         waits = [r[loc.format(arm, bucket)] for arm in ("no locality (any GPUs)", "relax after 1 min",
                                                         "relax after 3 min", "strict locality")]
         assert abs(waits[1] - waits[2]) <= 0.01 * waits[2] and factor * max(waits[:3]) < waits[3], (bucket, waits)
-        # the long-jobs arms run at the calibrated relax timeout (notebook 05's): holding long jobs strict waits longer
+        # the long-jobs arms run at the calibrated relax timeout (notebook 05's): holding long jobs strict makes the
+        # 5-8-GPU jobs wait longer (28,417 s against 21,912 s at CI); over all jobs, under Philly's packing, it does
+        # not (9,929 s against 10,287 s): the others start on the GPUs the held long jobs leave free
         [strict_long] = [k for k in r if k.startswith("locality.real.")
                          and k.endswith(f"long jobs strict.{bucket}.queue_mean_s")]
         default_arm = strict_long.removeprefix("locality.real.").split(", long jobs strict")[0]
-        assert r[strict_long] > r[loc.format(default_arm, bucket)]
+        if bucket == "5-8":
+            assert r[strict_long] > r[loc.format(default_arm, bucket)]
     # ... and the wait costs more than the locality gains: strict locality's mean JCT is the highest
     jct = {k: v for k, v in r.items() if k.startswith("locality.real.") and k.endswith(".5-8.jct_mean_s")}
     assert max(jct, key=jct.get) == "locality.real.strict locality.5-8.jct_mean_s"
