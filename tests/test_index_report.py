@@ -230,3 +230,14 @@ def test_the_index_shows_n_and_like_for_like_and_folds_what_does_not_compare(tmp
     row = next(r for r in doc["official"]["rows"] if r["comparison"] == "fig3.abc.2-4")
     assert row["n"] == 2 and row["like_for_like"] == "not like for like: another definition"
     assert all({"n", "like_for_like", "detail"} <= set(r) for r in doc["rows"])
+
+
+def test_a_title_computed_from_the_results_replaces_the_heading(tmp_path):
+    params = tmp_path / "ci.yaml"
+    params.write_text("trace: public\nseed: 0\n")
+    executed = _executed(tmp_path, "12-t", title="# 12 · Static heading")
+    rep = Report(tmp_path / "12-t", "12-t", params={"seed": 0})
+    rep.add("notebook.title", "12 · Validation: 3 of 9 targets met")
+    rep.write()
+    page = write_index(tmp_path, params, [executed], command=["dlcluster", "reports"]).read_text()
+    assert "<a href='12-t.ipynb'>12 · Validation: 3 of 9 targets met</a>" in page and "Static heading" not in page

@@ -8,7 +8,7 @@ import pytest
 from dlcluster.sim import simulate, topology_from_spec
 from dlcluster.sim.attempts import PLANNED_RETRY, PlannedRetries
 from dlcluster.sim.workload import Workload
-from dlcluster.validation import calibrate as vc
+from dlcluster.validation import calibrate as vc, measures
 from dlcluster.validation import export, fig3, ingredients
 from dlcluster.validation.replay import Replay
 
@@ -40,21 +40,21 @@ def test_busy_servers_are_compared_as_counts_in_points_of_the_records_total():
     t = pd.date_range(EPOCH, periods=120, freq="min")
     # the record: 1 of 420 active, then 4 of 420, with a monitoring gap (active 0) left out
     occ = pd.DataFrame({"time": t, "active": [1] * 60 + [4] * 59 + [0], "total": 420})
-    table = vc.busy_servers(rep.result, occ)
+    table = measures.busy_servers(rep.result, occ)
     assert table["simulated"].tolist() == [1.0, 2.0] and table["real"].tolist() == [1.0, 4.0]
     # |1 - 1| and |2 - 4| servers, in points of the record's 420
     span = (EPOCH, EPOCH + pd.Timedelta(hours=2))
-    assert vc.busy_servers_mae_pp(rep.result, occ, span) == pytest.approx(100 * (0 + 2 / 420) / 2)
-    weekly = vc.busy_by_period(rep.result, occ, span)
+    assert measures.busy_servers_mae_pp(rep.result, occ, span) == pytest.approx(100 * (0 + 2 / 420) / 2)
+    weekly = measures.busy_by_period(rep.result, occ, span)
     assert weekly["mae_pp"].iloc[0] == pytest.approx(100 / 420) and weekly["record_total"].iloc[0] == 420
 
 
 def test_gpu_allocation_is_held_against_a_lower_bound_of_the_reporting_gpus():
     cdf = pd.DataFrame({"gpu_util_percent": [0.0, 0.0, 50.0, 100.0], "cdf_percent": [0.0, 30.0, 60.0, 100.0]})
     # 30% of the reporting GPU-minutes at 0%: at least 70% of the reporting GPUs were allocated
-    assert vc.real_allocated_lower_bound(cdf) == pytest.approx(0.7)
+    assert measures.real_allocated_lower_bound(cdf) == pytest.approx(0.7)
     rep = _replay([("a", 0, 4, 7200)])                       # 4 of its 8 GPUs for the whole time
-    alloc = vc.gpu_allocation(rep.result, cdf, (EPOCH, EPOCH + pd.Timedelta(hours=1)))
+    alloc = measures.gpu_allocation(rep.result, cdf, (EPOCH, EPOCH + pd.Timedelta(hours=1)))
     assert alloc["simulated_allocated_share"] == 0.5 and alloc["gpus_in_service"] == 8
     assert alloc["shortfall_pp"] == pytest.approx(20.0)      # 50% allocated, 20 points below the bound
 

@@ -13,7 +13,7 @@ import dlcluster.paths
 from dlcluster.sim.workload import Workload
 from dlcluster.trace import load_trace
 from dlcluster.trace.times import to_local_naive
-from dlcluster.validation import calibrate as vc
+from dlcluster.validation import calibrate as vc, heldout, latency, measures
 from dlcluster.validation import calibration as vcache
 from dlcluster.validation import jobsets as js
 from dlcluster.validation import workload as vw
@@ -141,22 +141,22 @@ def test_gpu_seconds_per_day():
 
 
 def test_ks_on_hand_made_samples():
-    assert vc.ks_distance([1, 2, 3], [4, 5, 6]) == 1.0
-    assert vc.ks_distance([1, 2, 3, 4], [1, 2, 3, 4]) == 0.0
-    assert vc.ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
+    assert measures.ks_distance([1, 2, 3], [4, 5, 6]) == 1.0
+    assert measures.ks_distance([1, 2, 3, 4], [1, 2, 3, 4]) == 0.0
+    assert measures.ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == 0.5
 
 
 def test_real_occupancy_leaves_out_monitoring_gaps():
     t = pd.date_range("2017-10-01", periods=4, freq="min", tz="UTC")
     occ = pd.DataFrame({"time": t, "active": [10, 0, 20, 30], "total": [40, 40, 40, 40]})
-    out = vc.real_occupancy(occ, "1h")
+    out = measures.real_occupancy(occ, "1h")
     assert list(out) == [pytest.approx(0.5)]
-    assert int(vc.monitoring_gaps(occ).sum()) == 1
+    assert int(measures.monitoring_gaps(occ).sum()) == 1
 
 
 def test_log_median_error_and_quota_completion():
     table = pd.DataFrame({"simulated_median_s": [200.0, 0.0], "real_median_s": [100.0, 1.0]})
-    assert vc.log_median_error(table) == pytest.approx(np.log(2) / 2)
+    assert measures.log_median_error(table) == pytest.approx(np.log(2) / 2)
     w = Workload(jobid=np.array(["j0", "j1", "j2"], dtype=object), vc=np.array(["a", "x", "y"], dtype=object),
                  user=np.array([None] * 3, dtype=object), arrival_s=np.zeros(3), num_gpus=np.array([1, 1, 3]),
                  service_s=np.array([10.0, 10.0, 10.0]), epoch=pd.Timestamp("2017-10-01", tz="UTC"))
@@ -169,10 +169,10 @@ def test_log_median_error_and_quota_completion():
 def test_spans_split_the_occupancy_data():
     t = pd.date_range("2017-10-01", periods=10 * 1440, freq="min", tz="UTC")
     occ = pd.DataFrame({"time": t, "active": 1, "total": 2})
-    s = vc.spans(occ, 7)
+    s = measures.spans(occ, 7)
     assert s["fit"] == (t[0], t[0] + pd.Timedelta(days=7)) and s["held_out"][0] == s["fit"][1]
     with pytest.raises(ValueError, match="no held-out span"):
-        vc.spans(occ, 12)
+        measures.spans(occ, 12)
 
 
 @pytest.fixture(scope="module")
@@ -230,11 +230,11 @@ def test_missing_at_end_share_on_two_jobs():
 
 
 def test_scheduler_latency_median_spread_and_determinism():
-    assert vc.scheduler_latency(vc.ReplayParams(), [1, 2, 8]).tolist() == [0.0, 0.0, 0.0]
-    assert vc.scheduler_latency(vc.ReplayParams(latency_s=60.0), [1, 8]).tolist() == [60.0, 60.0]
+    assert latency.scheduler_latency(vc.ReplayParams(), [1, 2, 8]).tolist() == [0.0, 0.0, 0.0]
+    assert latency.scheduler_latency(vc.ReplayParams(latency_s=60.0), [1, 8]).tolist() == [60.0, 60.0]
     spread = vc.ReplayParams(latency_s=60.0, latency_spread=2.0)
-    draws = vc.scheduler_latency(spread, np.ones(20001), seed=3)
-    assert np.array_equal(draws, vc.scheduler_latency(spread, np.ones(20001), seed=3))
+    draws = latency.scheduler_latency(spread, np.ones(20001), seed=3)
+    assert np.array_equal(draws, latency.scheduler_latency(spread, np.ones(20001), seed=3))
     assert np.median(draws) == pytest.approx(60.0, rel=0.05)
     # sigma 2: the 84th percentile sits e^2 above the median
     assert np.quantile(draws, 0.8413) / np.median(draws) == pytest.approx(np.exp(2.0), rel=0.1)
@@ -253,7 +253,8 @@ def test_latency_mixture_recovers_two_known_modes_per_size():
                        _two_mode_waits(300, 700, 12.0, 1000.0, "5-8", 2),
                        _two_mode_waits(5, 5, 12.0, 1000.0, ">8", 3)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
-    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row, strict=True)) for row in vc.fit_latency_mixture(waits, span)}
+    rows = {row[0]: dict(zip(latency.LATENCY_FIELDS, row, strict=True))
+            for row in latency.fit_latency_mixture(waits, span)}
     assert set(rows) == {"all", "2-4", "5-8"}   # >8 has 10 records, under min_records: its jobs take the "all" row
     for bucket, share, slow in (("2-4", 0.4, 400.0), ("5-8", 0.3, 1000.0)):
         assert rows[bucket]["fast_share"] == pytest.approx(share, abs=0.03)
@@ -263,21 +264,21 @@ def test_latency_mixture_recovers_two_known_modes_per_size():
         assert rows[bucket]["slow_sigma"] == pytest.approx(1.0, rel=0.15)
     # outside the span nothing is fitted
     with pytest.raises(ValueError, match="0 real waits in the span"):
-        vc.fit_latency_mixture(waits, (span[1], span[1] + pd.Timedelta(days=1)))
+        latency.fit_latency_mixture(waits, (span[1], span[1] + pd.Timedelta(days=1)))
     # drawing from the fit gives each size its own modes: 5-8 GPU jobs wait longer than 2-4 GPU ones
-    params = vc.ReplayParams(latency_mixture=vc.fit_latency_mixture(waits, span))
+    params = vc.ReplayParams(latency_mixture=latency.fit_latency_mixture(waits, span))
     assert vc.ReplayParams.from_dict(json.loads(json.dumps(asdict(params)))) == params
-    draws = vc.scheduler_latency(params, np.repeat([4, 8, 16, 1], 20000), seed=0).reshape(4, -1)
+    draws = latency.scheduler_latency(params, np.repeat([4, 8, 16, 1], 20000), seed=0).reshape(4, -1)
     assert np.mean(draws[0] < 40) == pytest.approx(0.4, abs=0.02)
     assert np.mean(draws[1] < 40) == pytest.approx(0.3, abs=0.02)
     assert np.median(draws[1][draws[1] > 40]) > 2 * np.median(draws[0][draws[0] > 40])
     # >8 GPUs (too few records for a fit of their own) and 1 GPU both take the "all" row
     assert np.mean(draws[2] < 40) == pytest.approx(np.mean(draws[3] < 40), abs=0.02)
     assert np.mean(draws[2] < 40) == pytest.approx(rows["all"]["fast_share"], abs=0.02)
-    single = vc.fit_latency_mixture(waits, span, by_size=False, modes=1)
+    single = latency.fit_latency_mixture(waits, span, by_size=False, modes=1)
     assert [row[0] for row in single] == ["all"] and single[0][1] == 0.0
-    constant = vc.ReplayParams(latency_mixture=vc.fit_latency_mixture(waits, span, by_size=False, modes=0))
-    assert len(set(vc.scheduler_latency(constant, [1, 4, 8, 64]).tolist())) == 1
+    constant = vc.ReplayParams(latency_mixture=latency.fit_latency_mixture(waits, span, by_size=False, modes=0))
+    assert len(set(latency.scheduler_latency(constant, [1, 4, 8, 64]).tolist())) == 1
 
 
 def _two_job_replay(params):
@@ -297,7 +298,7 @@ def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_
     real = pd.DataFrame({"jobid": ["d0", "d1"], "vc": ["a", "a"],
                          "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
                          "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [30.0, 1020.0]})
-    pairs = vc.paired_delays(replay, real)
+    pairs = measures.paired_delays(replay, real)
     assert pairs["simulated_s"].tolist() == [30.0, 1020.0]
     table = scorecard.replay_table2(replay)
     row = table.loc["5-8"]
@@ -445,7 +446,9 @@ def test_a_cached_calibration_is_found_before_anything_is_loaded(tmp_path, monke
     assert key_of({**settings, "fit_days": 2.0, "space": {**SMALL_SPACE, "relax_after_s": [60, 180]}}) == key
     assert key_of({**settings, "seed": 1}) != key
     stored = {"params": {}, "trials": {"trial": [0]}, "spans": {"fit": ["2017-10-03", "2017-10-05"]},
-              "held_out": {"max_ks": 0.5, "complete_until": "2017-11-20"}, "settings": settings}
+              "held_out": {"max_ks": 0.5, "complete_until": "2017-11-20"}, "settings": settings,
+              "optimality": {"round": [1], "parameter": [None], "moved": ["best"], "objective": [1.0],
+                             "objective_change": [0.0], "improves": [False]}}
     (tmp_path / f"calibration-{key}.json").write_text(json.dumps(stored))
 
     def no_loading(*args, **kwargs):
@@ -476,7 +479,7 @@ def test_an_interrupted_search_resumes_its_study(tmp_path):
     def objective(params):
         calls.append(params.relax_after_s)
         value = abs(params.relax_after_s - 300.0)
-        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
 
     space = {"relax_after_s": {"low": 30.0, "high": 1800.0, "log": True}}
     start = vc.ReplayParams()
@@ -511,19 +514,19 @@ def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 
                  + (0.4 if params.max_capacity_factor is None else (params.max_capacity_factor - 2.0) ** 2 / 4)
                  + 0.1 * (params.locality != "relax") + 0.05 * (params.rack_size != 16)
                  + 0.05 * (params.unknown_vc_quota != "demand"))
-        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, round(value, 12))
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, round(value, 12))
     return objective
 
 
 def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
-    """14 trials of the default space, asked two at a time: the 6 start points, 4 random start-up trials of
+    """14 trials of the default space, asked two at a time: the 7 start points, 3 random start-up trials of
     Optuna's TPE sampler (10 with the start points), then 4 trials that TPE proposes from the results so far. One
     worker, so that the toy objective records its calls in this process (the trials do not depend on it)."""
     from optuna.samplers import TPESampler
 
     from dlcluster.validation import search as sr
     # Optuna's default start-up, kept
-    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 6
+    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 7
 
     def run(objective, name):
         return sr.search(objective, start, space, n, tmp_path / f"{name}.db", name, seed=3, workers=1)
@@ -551,14 +554,14 @@ def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_
     assert cut_calls == [*calls[:11], *calls[10:]] and resumed_best == best   # trial 10 ran twice
     assert resumed["trial"].tolist() == [*range(10), *range(12, n + 2)]   # numbers 10 and 11 were the lost batch
     pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
-    # Ctrl-C during the first start point: the batch's two start points are queued again after the other four,
+    # Ctrl-C during the first start point: the batch's two start points are queued again after the other five,
     # then the same random start-up trials follow (TPE's later proposals read the trials in their new order, so
     # they may differ: only a lost start point reorders the history)
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
         run(_toy_objective(cut_calls, interrupt_at=0), "d")
     _, resumed = run(_toy_objective(cut_calls), "d")
-    order = [2, 3, 4, 5, 0, 1, 6, 7, 8, 9]
+    order = [2, 3, 4, 5, 6, 0, 1, 7, 8, 9]
     assert cut_calls[:10] == [calls[k] for k in order] and len(cut_calls) == n
     assert resumed["trial"].tolist() == list(range(2, n + 2))
     pd.testing.assert_frame_equal(resumed.drop(columns="trial").head(10),
@@ -570,12 +573,13 @@ def test_overhead_latency_is_fitted_on_the_fast_waits_only():
     waits = pd.concat([_two_mode_waits(800, 1200, 12.0, 400.0, "2-4", 1),
                        _two_mode_waits(300, 700, 14.0, 1000.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
-    rows = {row[0]: dict(zip(vc.LATENCY_FIELDS, row, strict=True)) for row in vc.fit_overhead_latency(waits, span)}
+    rows = {row[0]: dict(zip(latency.LATENCY_FIELDS, row, strict=True))
+            for row in latency.fit_overhead_latency(waits, span)}
     assert set(rows) == {"all", "2-4", "5-8"}
     assert rows["2-4"]["fast_share"] == 1.0 and rows["2-4"]["fast_median_s"] == pytest.approx(12.0, rel=0.05)
     assert rows["5-8"]["fast_median_s"] == pytest.approx(14.0, rel=0.05)
     assert rows["2-4"]["fast_sigma"] == pytest.approx(0.3, rel=0.15)
-    draws = vc.scheduler_latency(vc.ReplayParams(latency_mixture=vc.fit_overhead_latency(waits, span)),
+    draws = latency.scheduler_latency(vc.ReplayParams(latency_mixture=latency.fit_overhead_latency(waits, span)),
                                  np.full(20000, 4), seed=0)
     assert np.quantile(draws, 0.99) < 40   # the overhead alone never makes a long wait
 
@@ -590,12 +594,12 @@ def test_servers_spanned_pairs_each_record_with_its_replayed_job():
                          "submitted": [pd.Timestamp("2017-10-01", tz="UTC")] * 2,
                          "num_gpus": [8, 8], "bucket": ["5-8", "5-8"], "first_wait_s": [0.0, 0.0],
                          "num_servers": [1, 2]})
-    spanned = vc.servers_spanned(replay, real)
+    spanned = measures.servers_spanned(replay, real)
     assert spanned.set_index("jobid")[["real_servers", "simulated_servers"]].to_dict("index") == {
         "d0": {"real_servers": 1, "simulated_servers": 2}, "d1": {"real_servers": 2, "simulated_servers": 2}}
-    table = vc.servers_spanned_table(spanned)
+    table = measures.servers_spanned_table(spanned)
     assert table.loc["5-8", "ks"] == 0.5 and table.loc["5-8", "real_one_server_share"] == 0.5
-    causes = vc.wait_by_cause(replay)
+    causes = measures.wait_by_cause(replay)
     assert causes == {"fair_share": 0.0, "fragmentation": 0.0, "backoff": 0.0, "latency": 0.0}
 
 
@@ -604,9 +608,9 @@ def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it
                        _two_mode_waits(100, 200, 12.0, 900.0, "5-8", 2)])
     span = (pd.Timestamp("2017-10-01", tz="UTC"), pd.Timestamp("2017-10-10", tz="UTC"))
     best = vc.ReplayParams(locality="relax", max_capacity_factor=1.5, reclaim_after_s=120.0,
-                           latency_mixture=vc.fit_overhead_latency(waits, span), servers_in_service=360,
+                           latency_mixture=latency.fit_overhead_latency(waits, span), servers_in_service=360,
                            attempt_split=(0.4, 0.0, 0.5, 1.0))
-    variants = vc.ablation_variants(best, waits, span)
+    variants = heldout.ablation_variants(best, waits, span)
     # issue 29's ingredients, each switched the other way
     assert variants["all listed servers in service (539)"].servers_in_service is None
     assert variants["420 servers in service (the record's count)"].servers_in_service == 420
@@ -630,12 +634,12 @@ def test_ablation_changes_one_ingredient_at_a_time_and_keeps_the_model_before_it
     for name, params in variants.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed, name
-    others = vc.ablation_variants(replace(best, servers_in_service=None, cap_quantile=0.9, backoff="every",
+    others = heldout.ablation_variants(replace(best, servers_in_service=None, cap_quantile=0.9, backoff="every",
                                           gang_hold=True, user_limit_factor=2.0, attempt_split=()))
     assert {"one cap factor for every VC (no caps from demand)", "back-off for gangs only", "no gang holds",
             "no user limits"} <= set(others) and "all listed servers in service (539)" not in others
     assert "back-off for every size" not in others
-    assert "no reclaim" not in vc.ablation_variants(vc.ReplayParams())
+    assert "no reclaim" not in heldout.ablation_variants(vc.ReplayParams())
 
 
 def test_sharing_options_give_each_vc_its_cap_and_the_reclaim():
@@ -661,24 +665,24 @@ def test_preemptions_are_counted_with_the_gpu_hours_they_lose():
                           params=vc.ReplayParams(reclaim_after_s=60.0))
     span = (t0 - pd.Timedelta(days=1), t0 + pd.Timedelta(days=1))
     # c was submitted before the span: its preemption is not counted; a lost an hour on 8 GPUs
-    figures = vc.preemption_figures(rep, span)
+    figures = measures.preemption_figures(rep, span)
     assert figures == {"count": 1, "attempts": 3, "share_of_attempts": 1 / 3, "jobs_preempted": 1,
                        "gpu_hours_lost": 8.0, "attempts_per_job": 1.5}
     kept = SimpleNamespace(result=rep.result, params=vc.ReplayParams(reclaim_after_s=60.0, reclaim_keeps_progress=True))
-    assert vc.preemption_figures(kept, span)["gpu_hours_lost"] == 0.0   # a checkpoint restore loses no work
+    assert measures.preemption_figures(kept, span)["gpu_hours_lost"] == 0.0   # a checkpoint restore loses no work
 
 
 def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     best = vc.ReplayParams(locality="relax", relax_after_s=120.0, max_capacity_factor=1.5, reclaim_after_s=None,
                            placement="most_free", rack_size=16, unknown_vc_quota="none", servers_in_service=360)
-    moves = {(name, label): params for name, label, params in vc._moves(best)}
+    moves = {(name, label): params for name, label, params in heldout._moves(best)}
     assert moves[("relax_after_s", "x2")].relax_after_s == 240.0
     assert moves[("max_capacity_factor", "halfway to the quota")].max_capacity_factor == 1.25
     assert moves[("max_capacity_factor", "unlimited")].max_capacity_factor is None
     assert moves[("reclaim_after_s", "on after 300 s")].reclaim_after_s == 300.0
     assert moves[("servers_in_service", "x0.95")].servers_in_service == 342
     assert moves[("servers_in_service", "x1.05")].servers_in_service == 378
-    assert moves[("locality", "any")].locality == "any" and moves[("placement", "best_fit")].placement == "best_fit"
+    assert moves[("locality", "any")].locality == "any" and moves[("placement", "packed")].placement == "packed"
     assert moves[("rack_size", "32")].rack_size == 32
     assert moves[("unknown_vc_quota", "demand")].unknown_vc_quota == "demand"
     assert moves[("backoff", "every")].backoff == "every" and moves[("gang_hold", "True")].gang_hold is True
@@ -686,7 +690,7 @@ def test_sensitivity_moves_each_fitted_value_and_keeps_the_others():
     for (name, _), params in moves.items():
         changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
         assert changed == {name}, (name, changed)
-    demand = {(n, label): p for n, label, p in vc._moves(replace(best, cap_quantile=0.8))}
+    demand = {(n, label): p for n, label, p in heldout._moves(replace(best, cap_quantile=0.8))}
     assert demand[("cap_quantile", "halfway to 1")].cap_quantile == pytest.approx(0.9)
 
 
@@ -702,21 +706,100 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
 
     def evaluate(rep, occupancy, real_waits, span, gpu_util_cdf):   # "replay" here is its parameters
         value = 1.0 if rep == best else 2.0
-        return vc.Evaluation(value, 0.0, 0.0, 0.0, 0.0, value)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
 
-    monkeypatch.setattr(vc, "run_replay", run_replay)
-    monkeypatch.setattr(vc, "evaluate", evaluate)
+    monkeypatch.setattr(heldout, "run_replay", run_replay)
+    monkeypatch.setattr(heldout, "evaluate", evaluate)
     any_locality = replace(best, locality="any")
-    parts = {f"evaluation.{k}": [7.0, 9.0] for k in vc.Evaluation.__dataclass_fields__}
+    parts = {f"evaluation.{k}": [7.0, 9.0] for k in measures.Evaluation.__dataclass_fields__}
     table = pd.DataFrame({"max_ks": [0.1, 0.2], **parts}, index=["no locality", "Pollux workload"])
     variants = {"no locality": (replay, any_locality), "Pollux workload": (other, any_locality),
                 "not run": (replay, replace(best, rack_size=32))}
-    known = vc.ablation_evaluations(table, variants, replay)
-    assert known == [(any_locality, vc.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
-    sens = vc.sensitivity(best, replay, None, None, None, None, None, None, workers=1, calibrated=best,
+    known = heldout.ablation_evaluations(table, variants, replay)
+    assert known == [(any_locality, measures.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
+    sens = heldout.sensitivity(best, replay, None, None, None, None, None, None, workers=1, calibrated=best,
                           evaluated=known)
-    moves = [params for _, _, params in vc._moves(best)]
+    moves = [params for _, _, params in heldout._moves(best)]
     assert replayed == [p for p in moves if p != any_locality] and len(replayed) == len(moves) - 1
     reused = sens.loc[("locality", "any")]
     assert reused["objective"] == 7.0 and reused["objective_change"] == 6.0
     assert (sens.drop(("locality", "any"))["objective_change"] == 1.0).all()
+
+
+def test_single_moves_move_each_axis_once_by_the_stated_steps():
+    from dlcluster.validation import search as sr
+    space = {"placement": ["most_free", "best_fit", "packed"],
+             "relax_after_s": {"low": 30.0, "high": 1800.0, "log": True},
+             "reclaim_after_s": {"low": 15.0, "high": 3600.0, "log": True, "off": None},
+             "servers_in_service": {"low": 300, "high": 420, "int": True, "off": None},
+             "cap_quantile": {"low": 0.5, "high": 1.0, "off": None}}
+    best = vc.ReplayParams(placement="packed", relax_after_s=1600.0, reclaim_after_s=None, servers_in_service=410,
+                           cap_quantile=0.6)
+    moves = {(name, label): params for name, label, params in sr.single_moves(best, space)}
+    assert set(moves) == {("placement", "most_free"), ("placement", "best_fit"), ("relax_after_s", "1800"),
+                          ("relax_after_s", "1280"), ("reclaim_after_s", "on"), ("servers_in_service", "420"),
+                          ("servers_in_service", "398"), ("servers_in_service", "off"), ("cap_quantile", "0.65"),
+                          ("cap_quantile", "0.55"), ("cap_quantile", "off")}
+    # 1600 x 1.25 clipped to 1800; an axis that is off is switched on at the geometric middle of its range
+    assert moves[("reclaim_after_s", "on")].reclaim_after_s == pytest.approx((15.0 * 3600.0) ** 0.5, rel=1e-5)
+    # 410 +- 12 (a tenth of the range), clipped to 420, rounded to whole servers
+    assert moves[("servers_in_service", "398")].servers_in_service == 398
+    for (name, _), params in moves.items():
+        changed = {k for k, v in asdict(params).items() if v != asdict(best)[k]}
+        assert changed == {name}, (name, changed)
+
+
+def test_polish_takes_single_moves_until_none_improves():
+    from dlcluster.validation import search as sr
+    space = {"placement": ["most_free", "best_fit", "packed"], "rack_size": [16, 32]}
+
+    def objective(params):   # best: packed (-2) and rack 32 (-1); most_free 0, best_fit -1
+        value = {"most_free": 0.0, "best_fit": -1.0, "packed": -2.0}[params.placement] - (params.rack_size == 32)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+
+    start = vc.ReplayParams(placement="most_free", rack_size=16)
+    # round 1 takes packed (-2, the best single move), round 2 rack 32 (-3), round 3 finds no move that improves
+    best, check = sr.polish(objective, start, space, rounds=3, workers=1)
+    assert (best.placement, best.rack_size) == ("packed", 32) and sr.optimum_reached(check)
+    assert check["round"].unique().tolist() == [3]
+    assert check.set_index("moved")["objective_change"].to_dict() == {"best": 0.0, "most_free": 2.0, "best_fit": 1.0,
+                                                                      "16": 1.0}
+    # one round: the best move is taken, but the round cannot show that the optimum is reached
+    best, check = sr.polish(objective, start, space, rounds=1, workers=1)
+    assert best.placement == "packed" and best.rack_size == 16 and not sr.optimum_reached(check)
+
+
+def test_placement_variants_switch_each_packing_rule():
+    packed = vc.ReplayParams(placement="packed")
+    rows = heldout.placement_variants(packed)
+    assert rows["spreading placement (most_free)"].placement == "most_free"
+    assert rows["best fit without packing rules"].placement == "best_fit"
+    assert rows["packing without 1-GPU steering"].steer_single is False
+    assert rows["packing with gangs in pieces"].gang_whole_servers is False
+    assert set(heldout.placement_variants(vc.ReplayParams())) == {"best fit without packing rules",
+                                                                  "Philly's packing (sim/packing.py)"}
+    # the simulator gets the rules as sim/packing.py's placement
+    option = vc.placement_option(rows["packing with gangs in pieces"])
+    assert (option.steer_single, option.whole_servers_for_gangs) == (True, False)
+    assert vc.placement_option(vc.ReplayParams()) == "most_free"
+
+
+def test_placement_facts_count_jobs_by_memory_size_and_server_size():
+    from dlcluster.validation.ingredients import placement_facts
+    machines = pd.DataFrame({"machine": ["a", "b", "c", "d"], "num_gpus": [8, 8, 4, 4],
+                             "gpu_mem": ["12GB", "24GB", "12GB", "24GB"]})
+    rows = [("j1", 0, "c", 2), ("j1", 1, "a", 2),            # last attempt on a: 2 GPUs, one 8-GPU server
+            ("j2", 0, "a", 4), ("j2", 0, "d", 4),            # 8 GPUs over two servers of both memory sizes
+            ("j3", 0, "d", 1),                               # a 1-GPU job: d does not count as used by a gang
+            ("j4", 0, "a", 8), ("j4", 0, "b", 8)]            # 16 GPUs on two 8-GPU servers
+    placements = pd.DataFrame([(j, a, m) for j, a, m, k in rows for _ in range(k)],
+                              columns=["jobid", "attempt", "machine"])
+    facts = placement_facts(placements, machines)
+    assert facts["jobs"] == 4 and facts["jobs_on_both_memory_sizes"] == 2                       # j2 and j4
+    assert facts["servers.12GB.4gpu"] == 1 and facts["servers.12GB.4gpu.with_multi_gpu_job"] == 0   # j1 left c
+    assert facts["servers.24GB.4gpu.with_multi_gpu_job"] == 1 and facts["servers.12GB.8gpu.with_multi_gpu_job"] == 1
+    assert (facts["2-4.jobs"], facts["2-4.one_server"], facts["2-4.only_on_8gpu_servers"]) == (1, 1, 1)
+    assert (facts["5-8.jobs"], facts["5-8.one_server"], facts["5-8.only_on_8gpu_servers"]) == (1, 0, 0)
+    assert (facts[">8.jobs"], facts[">8.one_server"], facts[">8.only_on_8gpu_servers"]) == (1, 0, 1)
+    with pytest.raises(ValueError, match="machine list lacks"):
+        placement_facts(placements.assign(machine="zz"), machines)

@@ -2,7 +2,7 @@
 
 The held-out figures are recomputed here by a second route: the replay is run again from the notebook's inputs
 and the parameters it reports (a replay of this size takes about a second), and the figures are computed from
-the run with pandas and scipy, not with :mod:`dlcluster.validation.calibrate`'s measures. So the checks hold
+the run with pandas and scipy, not with :mod:`dlcluster.validation.measures`. So the checks hold
 whatever values a later change of the simulator or of the calibration gives, and fail when a measure is wrong.
 """
 
@@ -63,7 +63,7 @@ def doc(ci_notebook):
 def rerun(doc):
     """The notebook's inputs rebuilt from its parameters, and its calibrated replay run again."""
     from dlcluster.trace import load_trace
-    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import calibrate as vc, measures
     from dlcluster.validation import jobsets as js
     from dlcluster.validation import workload as vw
 
@@ -82,7 +82,7 @@ def rerun(doc):
     buckets = ["all", *[b for b in DELAY_BUCKETS if f"calibrated.latency.{b}.median_s" in r]]
     mixture = tuple((b, 1.0, r[f"calibrated.latency.{b}.median_s"], r[f"calibrated.latency.{b}.sigma"], 0.0, 0.0)
                     for b in buckets)
-    span = vc.spans(pub.occupancy, p["fit_days"], p["replay_days"])
+    span = measures.spans(pub.occupancy, p["fit_days"], p["replay_days"])
     # the attempt split, read off the DRE records by hand: records whose last start lies > 60 s after their first,
     # and 21 quantiles of the share of their duration before the last attempt
     earlier = waits["recorded_wait_s"] - waits["first_wait_s"]
@@ -125,9 +125,21 @@ def test_job_set_evidence_and_workload(doc, rerun):
     assert r["heldout.gap_minutes"] == int((rerun["pub"].occupancy["active"] == 0).sum()) == 1131
 
 
+def spanned_ks_by_hand(rep, waits: pd.DataFrame, span: tuple) -> dict:
+    """KS per size bucket of the servers each DRE record of ``span`` spanned (its last attempt) against the same
+    job's last attempt in the replay."""
+    att = rep.result.attempts.sort_values(["jobid", "attempt"]).groupby("jobid").tail(1).set_index("jobid")
+    to_dre = pd.Series(rep.replay.dre_jobid, index=rep.replay.workload.jobid).dropna()
+    simulated_servers = pd.Series(att["num_servers"].reindex(to_dre.index).to_numpy(), index=to_dre.to_numpy()).dropna()
+    real = waits[(waits["submitted"] >= span[0]) & (waits["submitted"] < span[1])]
+    real = real[real["jobid"].isin(simulated_servers.index)]
+    return {bucket: stats.ks_2samp(part["num_servers"], simulated_servers.reindex(part["jobid"]).to_numpy()).statistic
+            for bucket, part in real.groupby("bucket")}
+
+
 def objective_by_hand(rep, pub, waits, span) -> float:
     """Busy-server MAE + points below the allocation bound + 10 x (mean |ln median ratio| + mean |ln p90 ratio|
-    + mean KS) over the size buckets."""
+    + mean KS of the waits + mean KS of the servers spanned) over the size buckets."""
     pairs = paired_waits(rep, waits, span)
     med, p90, ks = [], [], []
     for _, part in pairs.groupby("bucket"):
@@ -136,8 +148,9 @@ def objective_by_hand(rep, pub, waits, span) -> float:
         p90.append(abs(math.log(max(simulated.quantile(0.9), 1.0) / max(real.quantile(0.9), 1.0))))
         ks.append(stats.ks_2samp(real, simulated).statistic)
     share, bound = allocation_by_hand(rep.result, pub.cluster_gpu_util_cdf, span)
+    spanned = list(spanned_ks_by_hand(rep, waits, span).values())
     return (busy_servers_mae(rep.result, pub.occupancy, span) + max(0.0, 100 * (bound - share))
-            + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks)))
+            + 10 * (np.mean(med) + np.mean(p90) + np.mean(ks) + np.mean(spanned)))
 
 
 @pytest.mark.notebook
@@ -215,15 +228,9 @@ def test_held_out_figures_recomputed_from_a_second_run(doc, rerun):
     assert {k.removeprefix("heldout.ks."): v for k, v in r.items() if k.startswith("heldout.ks.")} == pytest.approx(ks)
     assert r["validation.heldout.max_ks"] == pytest.approx(max(ks.values()))
     # servers spanned: each DRE record's servers (its last attempt) against its job's last attempt in the replay
-    att = rep.result.attempts.sort_values(["jobid", "attempt"]).groupby("jobid").tail(1).set_index("jobid")
-    to_dre = pd.Series(rerun["replay"].dre_jobid, index=rerun["replay"].workload.jobid).dropna()
-    simulated_servers = pd.Series(att["num_servers"].reindex(to_dre.index).to_numpy(), index=to_dre.to_numpy()).dropna()
+    span_ks = spanned_ks_by_hand(rep, rerun["waits"], held)
     real = rerun["waits"][(rerun["waits"]["submitted"] >= held[0]) & (rerun["waits"]["submitted"] < held[1])]
-    real = real[real["jobid"].isin(simulated_servers.index)]
-    span_ks = {}
     for bucket, part in real.groupby("bucket"):
-        sim = simulated_servers.reindex(part["jobid"]).to_numpy()
-        span_ks[bucket] = stats.ks_2samp(part["num_servers"], sim).statistic
         assert r[f"heldout.servers.{bucket}.real_median"] == part["num_servers"].median()
         assert r[f"heldout.servers.{bucket}.real_one_server_share"] == pytest.approx((part["num_servers"] == 1).mean())
     assert r["validation.heldout.servers_spanned_max_ks"] == pytest.approx(max(span_ks.values()))
@@ -329,7 +336,7 @@ def test_figure3_comparison_recomputed_from_the_replays_attempts(doc, rerun):
         assert "validation.fig3.cells" not in r and r["validation.heldout.targets_met"] <= 6
         return
     rep, params = rerun["rep"], rerun["params"]
-    from dlcluster.validation.calibrate import scheduler_latency
+    from dlcluster.validation.latency import scheduler_latency
     # the attempts in the replay's own order (each job's attempts together): one overhead draw per later attempt,
     # in that order, as fig3.attempt_waits documents
     att = rep.result.attempts[~rep.result.attempts["prerun"]]
@@ -390,9 +397,9 @@ def test_replay_exports_are_the_replays_attempts_and_minutes(doc, rerun):
 def test_the_held_out_figures_carry_the_objective_the_sensitivity_reuses(rerun):
     """The ablation's rows give the sensitivity analysis their objective (``evaluation``): the objective of
     :func:`evaluate` exactly, and the objective by hand."""
-    from dlcluster.validation import calibrate as vc
+    from dlcluster.validation import heldout, measures
     pub, waits, rep, held = rerun["pub"], rerun["waits"], rerun["rep"], rerun["span"]["held_out"]
-    figures = vc.held_out_figures(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
-    assert figures["evaluation"] == vc.evaluate(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
+    figures = heldout.held_out_figures(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
+    assert figures["evaluation"] == measures.evaluate(rep, pub.occupancy, waits, held, pub.cluster_gpu_util_cdf)
     assert figures["evaluation"].objective == pytest.approx(objective_by_hand(rep, pub, waits, held), rel=1e-9)
-    assert "evaluation" not in vc.held_out_figures(rep, pub.occupancy, waits, held)   # no allocation bound given
+    assert "evaluation" not in heldout.held_out_figures(rep, pub.occupancy, waits, held)   # no allocation bound given

@@ -166,7 +166,8 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
     ``measure_start`` up to RFold's completeness horizon or the end of the replayed days, whichever is first, in
     whole blocks; the jobs before only warm the cluster up, as in notebook 05.
     """
-    from ..validation.calibrate import real_occupancy, replay_setup
+    from ..validation.calibrate import replay_setup
+    from ..validation.measures import real_occupancy
 
     if not spec.block_days or spec.block_days <= 0:
         raise ValueError(f"replay_block_inputs needs block_days > 0, got {spec.block_days!r}")
@@ -198,7 +199,7 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
                   occupancy_window=(begin, stop), data_label=label,
                   options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
-                          "backoff": params.backoff},
+                          "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s},
                   measured=block >= 0, anchor_s=begin_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary(), blocks=block, block_starts=starts, block_days=spec.block_days)
 

@@ -321,7 +321,7 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
     span_days = inputs.block_days
     busy = None
     if factor == 1.0:
-        from ..validation.calibrate import busy_by_period
+        from ..validation.measures import busy_by_period
         end = inputs.block_starts[-1] + pd.Timedelta(days=span_days)
         busy = busy_by_period(result, occupancy, (inputs.block_starts[0], end),
                               f"{span_days:g}D")

@@ -112,6 +112,10 @@ def comparisons_table(doc: dict) -> tuple[pd.DataFrame | None, list[str]]:
     return (published_vs_ours(rows) if rows else None), problems
 
 
+#: The results key of a title a notebook computes from its own results (the index shows it instead of the heading)
+TITLE_KEY = "notebook.title"
+
+
 def _notebook_title(executed: Path) -> str:
     """The first heading of the notebook's first markdown cell (else its file stem)."""
     try:
@@ -137,9 +141,12 @@ def notebook_section(out_dir: Path, executed: Path, status: str = "") -> tuple[s
     report_html = out_dir / f"{stem}.html"
     link = report_html.name if report_html.exists() else executed.name
     run = f" · {_esc(status)}" if status else ""
-    parts = [f"<h2 id='{_esc(stem)}'><a href='{_esc(link)}'>{_esc(_notebook_title(executed))}</a></h2>",
-             f"<p><code>{_esc(stem)}</code> · <a href='{_esc(link)}'>full report</a>{run}</p>"]
     doc, why = read_results(out_dir / stem / "results.json")
+    # a title the notebook computed from its results (TITLE_KEY, e.g. how many targets it meets), else its heading
+    title = (doc or {}).get("results", {}).get(TITLE_KEY)
+    title = title if isinstance(title, str) and title else _notebook_title(executed)
+    parts = [f"<h2 id='{_esc(stem)}'><a href='{_esc(link)}'>{_esc(title)}</a></h2>",
+             f"<p><code>{_esc(stem)}</code> · <a href='{_esc(link)}'>full report</a>{run}</p>"]
     if doc is None:
         parts.append(f"<p class='warn'>{_esc(why)}</p>")
         return "".join(parts), set()

@@ -1,8 +1,9 @@
 """Mutable cluster state: free GPUs per server, indexed for fast placement.
 
 Servers are indexed by free-GPU count (``by_free[k]``: the servers with exactly
-``k`` free GPUs), racks keep their free totals, and each server records which
-jobs hold which of its GPUs (a bit mask, so the raw trace can name GPUs).
+``k`` free GPUs; ``by_cap_free[c][k]``: the same among the servers of ``c``
+GPUs), racks keep their free totals, and each server records which jobs hold
+which of its GPUs (a bit mask, so the raw trace can name GPUs).
 Idle servers (no job) are also indexed by size, in the whole cluster and per
 rack (``idle_by_cap``, ``rack_idle_by_cap``: sorted lists), so that a placement
 that only takes idle servers need not scan every server.
@@ -28,8 +29,10 @@ class ClusterState:
         self.max_cap = max(self.cap)
         self.max_rack_cap = max(self.rack_free)
         self.by_free = [dict() for _ in range(self.max_cap + 1)]
+        self.by_cap_free = {c: [dict() for _ in range(c + 1)] for c in sorted(set(self.cap))}
         for s, c in enumerate(self.cap):
             self.by_free[c][s] = None
+            self.by_cap_free[c][c][s] = None
         self.used_mask = [0] * len(self.cap)
         self.jobs_on = [dict() for _ in self.cap]   # server -> {job index: GPU mask}
         self.idle_servers = len(self.cap)
@@ -47,11 +50,14 @@ class ClusterState:
             return
         del self.by_free[old][s]
         self.by_free[new][s] = None
+        cap = self.cap[s]
+        by_cap = self.by_cap_free[cap]
+        del by_cap[old][s]
+        by_cap[new][s] = None
         self.free[s] = new
         delta = new - old
         self.rack_free[self.rack_of[s]] += delta
         self.total_free += delta
-        cap = self.cap[s]
         if old == cap:
             self.idle_servers -= 1
             self.idle_gpus -= cap

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .calibrate import monitoring_gaps, real_allocated_lower_bound
+from .measures import monitoring_gaps, real_allocated_lower_bound
 
 _MINUTE = 60_000_000_000
 

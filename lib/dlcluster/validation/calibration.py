@@ -21,11 +21,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .calibrate import ReplayParams, evaluate, fit_overhead_latency, held_out_figures, run_replay, spans
+from .calibrate import ReplayParams, run_replay
+from .heldout import held_out_figures
+from .latency import fit_overhead_latency
+from .measures import evaluate, spans
 from .ingredients import fit_attempt_split
 from .replay import Replay
 from .scorecard import scorecard, scorecard_text
-from .search import DEFAULT_SPACE, check_space, search
+from .search import DEFAULT_SPACE, check_space, polish, search
 from .workload import ReplayWorkload
 
 #: Modules whose source is the code version of a cached calibration.
@@ -59,6 +62,8 @@ class Calibration:
     settings: dict
     key: str
     folder: str | None = None
+    # the one-at-a-time check on the fit span (:func:`.search.polish`'s last round): every single move of a fitted value
+    optimality: pd.DataFrame | None = None
 
     def calibrated_replay(self) -> Replay:
         """The replay the held-out figures were measured on: ``replay`` with ``params`` on the trace's machines and
@@ -110,7 +115,7 @@ def fit_span_replay(replay: ReplayWorkload, fit_span: tuple) -> ReplayWorkload:
 
 def start_params(waits: pd.DataFrame, fit_span: tuple) -> ReplayParams:
     """Where the search starts: Philly's relax-after-3-minutes locality, only the scheduler's own overhead as
-    latency (:func:`.calibrate.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
+    latency (:func:`.latency.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
     the DRE records show (:func:`.ingredients.fit_attempt_split`), and the fit span as the span caps from demand
     are read on."""
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span),
@@ -211,7 +216,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
                        {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
                        {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                       settings, key, str(folder))
+                       settings, key, str(folder), pd.DataFrame(stored["optimality"]))
 
 
 def _replay_path(folder: Path, key: str) -> Path:
@@ -257,6 +262,8 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     best, trials = search(objective, start_params(waits, span["fit"]), space, n_trials,
                           folder / f"calibration-{key}.db", key, seed)
+    # a search that reaches its optimum: the best moved one value at a time until no single move improves it
+    best, optimality = polish(objective, best, space, best_objective=float(trials["objective"].min()))
     rfold = pub.rfold_jobs
     horizon = jobsets.completeness_horizon(jobsets.offsets_to_utc(rfold["arrival_offset_s"],
                                                                   inputs.alignment.origin_local),
@@ -274,6 +281,7 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
     atomic_write_text(path, json.dumps({
         "params": asdict(best), "trials": trials.replace({np.nan: None}).to_dict(orient="list"),
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
+        "optimality": optimality.replace({np.nan: None}).to_dict(orient="list"),
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
 
 

@@ -16,6 +16,8 @@
   applied to every job, an assumption). Each such job is replayed as one
   earlier attempt and the rest (:mod:`dlcluster.sim.attempts`); the data cannot
   tell how many earlier attempts there were.
+* :func:`placement_facts`: what DRE's placements say about Philly's placement (issue 38's candidates in
+  :mod:`dlcluster.sim.packing`): which servers multi-GPU jobs used, by GPU memory size and server size.
 """
 
 from __future__ import annotations
@@ -77,3 +79,36 @@ def planned_first_attempts(service_s, split: tuple, seed: int = 0) -> np.ndarray
     planned = hit & (first > 0) & (first < service_s)
     out[planned] = first[planned]
     return out
+
+
+def placement_facts(placements: pd.DataFrame, machines: pd.DataFrame) -> dict:
+    """What DRE's last-attempt placements, joined with the machine list, say about Philly's placement.
+
+    ``placements``: one row per GPU of each job's recorded attempt (``jobid``, ``attempt``, ``machine``); only each
+    job's last recorded attempt counts. ``machines``: ``machine``, ``num_gpus``, ``gpu_mem``. Returns counts: the jobs,
+    those that spanned more than one GPU memory size, the servers of each (memory, size) kind and how many of them
+    ran a multi-GPU job, and per job size bucket (2-4, 5-8, >8 GPUs) the jobs, those on one server and those only on
+    servers of 8 or more GPUs.
+    """
+    last = placements.merge(placements.groupby("jobid", sort=False)["attempt"].max().rename("last"), on="jobid")
+    last = last[last["attempt"] == last["last"]].merge(machines[["machine", "num_gpus", "gpu_mem"]], on="machine",
+                                                        how="left")
+    if last["num_gpus"].isna().any():
+        missing = sorted(last.loc[last["num_gpus"].isna(), "machine"].unique())[:5]
+        raise ValueError(f"placement_facts: placements name machines the machine list lacks, e.g. {missing}")
+    per_job = last.groupby("jobid", sort=True).agg(gpus=("machine", "size"), servers=("machine", "nunique"),
+                                                   memory_sizes=("gpu_mem", "nunique"),
+                                                   smallest_server=("num_gpus", "min"))
+    facts = {"jobs": int(len(per_job)), "jobs_on_both_memory_sizes": int((per_job["memory_sizes"] > 1).sum())}
+    used = set(last.loc[last["jobid"].isin(per_job.index[per_job["gpus"] > 1]), "machine"])
+    kinds = machines.assign(multi_gpu_job=machines["machine"].isin(used)) \
+        .groupby(["gpu_mem", "num_gpus"], sort=True)["multi_gpu_job"].agg(["size", "sum"])
+    for (memory, size), row in kinds.iterrows():
+        facts[f"servers.{memory}.{int(size)}gpu"] = int(row["size"])
+        facts[f"servers.{memory}.{int(size)}gpu.with_multi_gpu_job"] = int(row["sum"])
+    for bucket, (low, high) in {"2-4": (2, 4), "5-8": (5, 8), ">8": (9, None)}.items():
+        part = per_job[(per_job["gpus"] >= low) & ((per_job["gpus"] <= high) if high else True)]
+        facts[f"{bucket}.jobs"] = int(len(part))
+        facts[f"{bucket}.one_server"] = int((part["servers"] == 1).sum())
+        facts[f"{bucket}.only_on_8gpu_servers"] = int((part["smallest_server"] >= 8).sum())
+    return facts

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from ..report.plotting import LEGEND_MIN_POINTS, mark_reference, no_data_title, plot_cdf, seconds_axis
-from .calibrate import DELAY_BUCKETS, in_span, ks_distance, latency_cdf, latency_row
+from .latency import latency_cdf, latency_row
+from .measures import DELAY_BUCKETS, in_span, ks_distance
 
 
 def plot_demand(table: pd.DataFrame, axes) -> None:
@@ -30,7 +31,7 @@ def plot_demand(table: pd.DataFrame, axes) -> None:
 
 def plot_busy_servers(table: pd.DataFrame, spans: dict, servers_in_service: int, ax) -> None:
     """Servers with a job per hour, the replay's (SIMULATED) beside the record's, as counts
-    (:func:`.calibrate.busy_servers`), with the record's total and the replay's servers in service; fit and
+    (:func:`.measures.busy_servers`), with the record's total and the replay's servers in service; fit and
     held-out spans shaded."""
     ax.plot(table.index, table["real"], color="black", lw=1.0,
             label="real: active servers (node_sequence, gaps left out)")

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.failures import unsuccessful_share
-from .calibrate import allocated_share, busy_servers, delay_table
+from .measures import allocated_share, busy_servers, delay_table
 from .jobsets import Alignment, job_set_facts
 from .workload import RETRY_GAP_S, retried_mask
 
@@ -76,7 +76,7 @@ def first_wait_by_span(pairs: pd.DataFrame, spans: dict) -> pd.DataFrame:
     """Real first-attempt waits per size bucket, one row per (named span, bucket): ``span``, ``dates``,
     ``records``, ``median_s``, ``p90_s``.
 
-    ``pairs``: :func:`.calibrate.paired_delays`'s table (the DRE records beside the same jobs in the replay; its
+    ``pairs``: :func:`.measures.paired_delays`'s table (the DRE records beside the same jobs in the replay; its
     ``real_s`` is the first wait, zeros kept); ``spans``: name -> ``(begin, end)`` of submission (end exclusive), or
     None for every record. The figures are those of :func:`.calibrate.delay_table`, the one notebook 05 holds
     against its targets.

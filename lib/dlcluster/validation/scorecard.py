@@ -1,6 +1,6 @@
 """How far the replay is validated: each held-out figure beside its target, and what rests on the replay.
 
-The targets (issue 29), each a figure of :func:`.calibrate.held_out_figures`,
+The targets (issue 29), each a figure of :func:`.heldout.held_out_figures`,
 lower is better:
 
 * busy servers in the occupancy record's own units (a count, errors in points

@@ -3,7 +3,7 @@
 With the contention mechanism the replay has more unknowns than a grid can
 cover: the quotas of the VCs without a public node count, each VC's maximum
 capacity, the reclaim wait, locality, the relax timeout, placement and rack
-size. :func:`search` minimises :func:`.calibrate.evaluate`'s objective on the
+size. :func:`search` minimises :func:`.measures.evaluate`'s objective on the
 fit span with Optuna's TPE sampler.
 
 * **Stored and resumable**: the study lives in an SQLite file; a search stopped
@@ -41,7 +41,8 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..report.progress import emit as emit_progress
-from .calibrate import Evaluation, ReplayParams
+from .calibrate import ReplayParams
+from .measures import Evaluation
 from ..parallel import map_in_processes
 
 #: Trials asked before any is told (fixed: the proposals depend on it, the number of cores must not).
@@ -52,8 +53,13 @@ DEFAULT_SPACE = {
     "max_capacity_factor": {"low": 1.0, "high": 4.0, "log": True, "off": None},
     "reclaim_after_s": {"low": 15.0, "high": 3600.0, "log": True, "off": None},
     "relax_after_s": {"low": 30.0, "high": 1800.0, "log": True},
+    # issue 38: a gang larger than a server holds out for its own timeout (sim/relax.py; off: relax_after_s)
+    "gang_relax_after_s": {"low": 60.0, "high": 7200.0, "log": True, "off": None},
     "locality": ["relax", "any"],
-    "placement": ["most_free", "best_fit"],
+    # issue 38: Philly's packing (sim/packing.py) beside spreading and plain best fit, and its two rules
+    "placement": ["most_free", "best_fit", "packed"],
+    "steer_single": [True, False],
+    "gang_whole_servers": [True, False],
     "rack_size": [16, 32],
     # issue 29's ingredients: servers in service (the 420 of the occupancy record as the bound; off: all 539),
     # each VC's cap from its own demand (off: the one factor above), the back-off scope, gang holds
@@ -65,14 +71,21 @@ DEFAULT_SPACE = {
 
 #: Evaluated first, with the start parameters on the other axes: the simulator's settings before the contention
 #: mechanism (unlimited lending without reclaim), caps at the quotas (no borrowing beyond them), the previous
-#: calibration's values (the closing note before issue 29), and a coarse grid on the new main unknown: unlimited
-#: lending with 360, 390 and 420 (the record's count) servers in service.
+#: calibration's values (the closing note before issue 29), a coarse grid on the main unknown of issue 29: unlimited
+#: lending with 360, 390 and 420 (the record's count) servers in service, and the first point with Philly's packing
+#: (issue 38).
 START_POINTS = ({"max_capacity_factor": None, "reclaim_after_s": None},
                 {"max_capacity_factor": 1.0, "reclaim_after_s": None},
                 {"max_capacity_factor": 1.16144, "reclaim_after_s": None, "relax_after_s": 171.051,
                  "unknown_vc_quota": "demand", "placement": "most_free", "rack_size": 16},
                 *({"max_capacity_factor": None, "reclaim_after_s": None, "servers_in_service": n}
-                  for n in (360, 390, 420)))
+                  for n in (360, 390, 420)),
+                {"max_capacity_factor": None, "reclaim_after_s": None, "placement": "packed"})
+#: The one-at-a-time check (:func:`single_moves`): a range on a log scale moves by this factor either way, a linear
+#: one by this share of its width (both clipped to the range)
+LOG_STEP, LINEAR_STEP = 1.25, 0.1
+#: Rounds of :func:`polish`: each evaluates every single move from the best so far and takes the best that improves
+POLISH_ROUNDS = 2
 
 
 def check_space(space: dict) -> dict:
@@ -205,3 +218,70 @@ def _params_of(trial, space: dict, start: ReplayParams) -> ReplayParams:
         off = isinstance(axis, dict) and "off" in axis and not trial.params.get(f"{name}:on", True)
         values[name] = axis["off"] if off else _value(axis, trial.params[name])
     return replace(start, **values)
+
+
+def single_moves(best: ReplayParams, space: dict) -> list[tuple[str, str, ReplayParams]]:
+    """``(axis, label, params)``: each axis of ``space`` moved once from ``best``, the others kept.
+
+    A categorical axis: to each other value. A range: by :data:`LOG_STEP` either way on a log scale, else by
+    :data:`LINEAR_STEP` of its width (clipped; integers rounded), switched off where it may be; an axis that is off:
+    switched on at the middle of its range (geometric on a log scale).
+    """
+    moves = []
+    for name, axis in space.items():
+        value = getattr(best, name)
+        if not isinstance(axis, dict):
+            moves += [(name, f"{other}", replace(best, **{name: other})) for other in axis if other != value]
+            continue
+        low, high, log = axis["low"], axis["high"], bool(axis.get("log", False))
+        if value is None:
+            middle = (low * high) ** 0.5 if log else (low + high) / 2
+            middle = round(middle) if axis.get("int") else middle
+            moves.append((name, "on", replace(best, **{name: _value(axis, middle)})))
+            continue
+        steps = (value * LOG_STEP, value / LOG_STEP) if log else \
+            (value + LINEAR_STEP * (high - low), value - LINEAR_STEP * (high - low))
+        for raw in steps:
+            moved = _value(axis, int(round(min(max(raw, low), high))) if axis.get("int") else min(max(raw, low), high))
+            if moved != value:
+                moves.append((name, f"{moved:g}", replace(best, **{name: moved})))
+        if "off" in axis:
+            moves.append((name, "off", replace(best, **{name: axis["off"]})))
+    return moves
+
+
+def polish(objective: Callable[[ReplayParams], Evaluation], best: ReplayParams, space: dict,
+           rounds: int = POLISH_ROUNDS, workers: int | None = None,
+           best_objective: float | None = None) -> tuple[ReplayParams, pd.DataFrame]:
+    """The search's best, moved one axis at a time until no single move improves the objective, or ``rounds`` ran out.
+
+    Each round evaluates every move of :func:`single_moves` from the best so far (side by side on up to ``workers``
+    processes) and takes the move with the lowest objective if it improves (objectives rounded as the search rounds
+    them; ties: the first move). Returns the polished best and the last round's table, one row per move: the axis, the
+    move, the objective and its change from the best it moved from; ``improves`` is True for a move that beat it (none
+    when the optimum was reached, :func:`optimum_reached`; else the budget of rounds stopped short and the best move
+    was taken). The row ``(None, "best")`` holds the best it moved from. ``best_objective``: ``best``'s objective if
+    known (the search's), else evaluated here.
+    """
+    base = decision_value(objective(best).objective if best_objective is None else best_objective)
+    table = pd.DataFrame()
+    for round_number in range(1, rounds + 1):
+        moves = single_moves(best, space)
+        evaluations = map_in_processes(objective, [params for _, _, params in moves], workers)
+        values = [decision_value(ev.objective) for ev in evaluations]
+        table = pd.DataFrame([{"round": round_number, "parameter": name, "moved": label, "objective": value,
+                               "objective_change": value - base, "improves": value < base}
+                              for (name, label, _), value in zip(moves, values, strict=True)])
+        table = pd.concat([pd.DataFrame([{"round": round_number, "parameter": None, "moved": "best",
+                                          "objective": base, "objective_change": 0.0, "improves": False}]), table],
+                          ignore_index=True)
+        if not values or min(values) >= base:
+            break
+        winner = min(range(len(values)), key=lambda i: (values[i], i))
+        best, base = moves[winner][2], values[winner]
+    return best, table
+
+
+def optimum_reached(check: pd.DataFrame) -> bool:
+    """True when no single move of :func:`polish`'s last round improved on the best."""
+    return not bool(check["improves"].any())

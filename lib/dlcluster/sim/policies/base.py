@@ -25,7 +25,8 @@ VC's queue is decided on its own GPUs.
 Locality handling is shared: ``strict`` keeps the tightest level the job can
 ever get, ``any`` accepts any spread (placement still tries tight levels
 first), ``relax`` starts strict and loosens one level every ``relax_after_s``
-seconds of waiting (Philly's back-off). Waiting while a looser placement exists
+seconds of waiting (Philly's back-off; ``gang_relax_after_s``: a gang larger than a
+server has its own timeout, :mod:`..relax`). Waiting while a looser placement exists
 is attributed to back-off. ``backoff="every"`` holds back *every* job that
 cannot start when first tried for one ``relax_after_s``, ``"borrowers"`` every
 job that would have to borrow beyond its VC's quota (:mod:`..backoff`).
@@ -36,6 +37,7 @@ from __future__ import annotations
 from ..backoff import HELD, check_scope, released_level
 from ..events import EventKind
 from ..placement import Locality
+from ..relax import check_gang_timeout, relax_timeout
 
 LOCALITY_MODES = ("strict", "relax", "any")
 _ANYWHERE = int(Locality.ANYWHERE)
@@ -48,7 +50,7 @@ class SchedulingPolicy:
     default_locality = "strict"
 
     def __init__(self, locality: str | None = None, relax_after_s: float = 180.0, backfill: bool = True,
-                 backoff: str = "gangs"):
+                 backoff: str = "gangs", gang_relax_after_s: float | None = None):
         if not backfill and self.preemptive:
             raise ValueError(f"{self.name}: backfill=False is for non-preemptive policies")
         self.backfill = bool(backfill)
@@ -60,6 +62,7 @@ class SchedulingPolicy:
         self.locality = locality
         self.relax_after_s = float(relax_after_s)
         self.backoff = check_scope(backoff)
+        self.gang_relax_after_s = check_gang_timeout(gang_relax_after_s)
 
     @property
     def relaxes(self) -> bool:
@@ -87,12 +90,14 @@ class SchedulingPolicy:
             sim.set_level(job, HELD, now)
             sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
         elif self.locality == "relax" and 0 <= job.level < _ANYWHERE:
-            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), EventKind.RELAX, job,
+                         job.wait_token)
 
     def on_relax(self, job, now: float, sim) -> None:
         sim.set_level(job, released_level(job, self.locality) if job.level == HELD else job.level + 1, now)
         if self.locality == "relax" and job.level < _ANYWHERE:
-            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), EventKind.RELAX, job,
+                         job.wait_token)
 
     def on_start(self, job, now: float, sim) -> None:
         """Called when an attempt starts running."""
