@@ -525,3 +525,19 @@ def test_an_implication_is_answered_from_its_interval():
     # an interval across no change bounds the effect by its larger end
     assert E.answer_words(Interval(-0.02, -0.06, 0.04, 8, method)) == "no effect larger than 6%"
     assert E.answer_words(Interval(-0.02, float("nan"), float("nan"), 1, "one block")).startswith("not computable")
+
+
+def test_an_implications_change_shows_a_narrow_interval_to_a_tenth_of_a_point():
+    from dlcluster.experiments.common import percent_text
+    from dlcluster.experiments.implications import Answer
+    from dlcluster.experiments.intervals import Interval
+
+    def shown(change):
+        row = Answer("migrate long jobs", "supported", "mean JCT", change, "mechanism", "7 blocks").row()
+        return row["change"], row["smallest detectable change"]
+
+    narrow = Interval(-0.0242, -0.0310, -0.0187, 7, "paired by block", detectable=0.0092)
+    assert shown(narrow) == ("−2.4% [95% CI −3.1%, −1.9%]", "±0.9%")
+    wide = Interval(-0.382, -0.446, -0.306, 7, "paired by block", detectable=0.177)
+    assert shown(wide) == ("−38% [95% CI −45%, −31%]", "±18%")
+    assert percent_text(0.0004, 1) == "±0%" and percent_text(-0.0004) == "±0%"

@@ -570,10 +570,10 @@ def judged_change(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, fmt=
     return f"{change_text(before, after, ci, fmt)}: {direction(ci, up, down)}"
 
 
-def percent_text(share: float) -> str:
-    """A signed whole percentage: '+12%', '−3%', '±0%'."""
-    value = round(100 * share)
-    return "±0%" if value == 0 else f"{value:+d}%".replace("-", "−")
+def percent_text(share: float, digits: int = 0) -> str:
+    """A signed percentage with ``digits`` decimals: '+12%', '−3%', '−2.4%', '±0%'."""
+    value = round(100 * share, digits)
+    return "±0%" if value == 0 else f"{value:+.{digits}f}%".replace("-", "−")
 
 
 def mean_where(rows: pd.DataFrame, metric: str, **where) -> float:

@@ -50,12 +50,20 @@ class Answer:
 
     def row(self) -> dict:
         ci = self.change
+        digits = interval_digits(ci)
         shown = "" if ci is None or not np.isfinite(ci.mean) else (
-            percent_text(ci.mean) + (f" [95% CI {percent_text(ci.low)}, {percent_text(ci.high)}]" if ci.known else ""))
-        detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.0f}%"
+            percent_text(ci.mean, digits)
+            + (f" [95% CI {percent_text(ci.low, digits)}, {percent_text(ci.high, digits)}]" if ci.known else ""))
+        detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.{digits}f}%"
         return {"implication": self.implication, "answer": self.answer, "change": shown, "comparison": self.comparison,
                 "smallest detectable change": detectable, "rests on": self.kind, "replicates": self.replicates,
                 "why": self.why}
+
+
+def interval_digits(change: Interval | None) -> int:
+    """Decimals of a change's percentages: one where its interval is narrower than 5 points, so that '−2.4% [95% CI
+    −3.1%, −1.9%]' does not print as '−2% [95% CI −3%, −2%]', whose rounded ends hide how narrow it is."""
+    return 1 if change is not None and change.known and change.high - change.low < 0.05 else 0
 
 
 def answer_words(change: Interval, predicted: str = "down") -> str:
