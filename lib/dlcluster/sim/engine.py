@@ -3,12 +3,14 @@
 Events (arrivals, attempt ends and failures, policy timers) are handled in
 ``(time, kind, sequence)`` order (arrivals come from a pre-sorted stream merged
 in at their place in that order); after all events of one timestamp, one
-scheduling pass runs:
+scheduling pass runs (with ``heartbeat``, only at the next scheduling-cycle
+tick, :mod:`.heartbeat`):
 
 1. Waiting jobs are tried in the policy's order. A job whose VC has quota left
    for its whole gang is tried first; jobs that would exceed their VC's quota
    may then borrow idle GPUs (Philly's fair sharing; ``lending=False`` forbids
-   it), up to its maximum capacity (``max_capacity``; :mod:`.sharing`). Jobs
+   it), up to its maximum capacity (``max_capacity``; :mod:`.sharing`) and, with
+   ``lending_limit``, within what the other VCs may lend (:mod:`.lending`). Jobs
    that cannot be placed are skipped (backfill). A preemptive policy may
    preempt lower-priority running jobs for a job that does not fit; with
    ``reclaim``, VCs below their quota take lent GPUs back (:mod:`.sharing`).
@@ -55,7 +57,9 @@ from .cluster import ClusterState
 from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
 from .gang import GangHolds
+from .heartbeat import CycleState, Heartbeat
 from .jobs import Cause, Job, JobState, LocalityEnd, Outcome
+from .lending import LendingLimit, LendingState
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
 from .preemption import PassState, preempt_for
@@ -92,7 +96,9 @@ class Simulator:
     before it makes progress. ``gang_hold``: a waiting gang holds the free GPUs it
     wants until it starts or relaxes (:mod:`.gang`). ``user_limits``: a
     :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None.
-    ``progress``: show a tqdm progress bar.
+    ``lending_limit``: a :class:`~.lending.LendingLimit` (each VC lends at most a
+    share of its idle quota), or None. ``heartbeat``: a :class:`~.heartbeat.Heartbeat`
+    (scheduling passes only at cycle ticks), or None. ``progress``: show a tqdm progress bar.
     """
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
@@ -100,7 +106,8 @@ class Simulator:
                  placement=None, slowdown="default", failures: FailureModel | None = None,
                  retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
                  sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, gang_hold: bool = False,
-                 user_limits: UserLimits | None = None, progress: bool = False):
+                 user_limits: UserLimits | None = None, lending_limit: LendingLimit | None = None,
+                 heartbeat: Heartbeat | None = None, progress: bool = False):
         if len(workload) == 0:
             raise ValueError("workload has no jobs")
         if not sample_interval_s > 0:
@@ -129,6 +136,9 @@ class Simulator:
             raise ValueError("reclaim takes lent GPUs back: it needs quotas and lending=True")
         if user_limits is not None and quotas is None:
             raise ValueError("user_limits are shares of each VC's quota: they need quotas")
+        if lending_limit is not None and (quotas is None or not lending):
+            raise ValueError("lending_limit limits what VCs lend of their idle quotas: it needs quotas and "
+                             "lending=True")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.max_capacity, self.reclaim = max_capacity, reclaim
         self.reclaim_pending, self.reclaim_checks = False, 0
@@ -141,6 +151,8 @@ class Simulator:
         self.gang_holds = GangHolds(self) if gang_hold else None
         self._held_by_vc = self.gang_holds.by_vc if gang_hold else [0] * len(self.vc_names)
         self.users = UserState(self, user_limits) if user_limits is not None else None
+        self.lending_state = LendingState(self, lending_limit, quotas) if lending_limit is not None else None
+        self.cycle = CycleState(self, heartbeat) if heartbeat is not None else None
         self.waiting: dict[int, Job] = {}
         self.pending_jobs, self.pending_gpus = [0] * 4, [0] * 4   # waiting jobs and their GPUs per size bucket
         self._bucket_of = [pending_bucket(g) for g in range(int(workload.num_gpus.max()) + 1)]   # by job size
@@ -151,8 +163,8 @@ class Simulator:
         # Waiting jobs grouped by VC, gang size and locality level (members of a group get the same answer
         # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}}
         self.groups = [dict() for _ in self.vc_names]
-        self._avail_seen = [self._available(v) for v in range(len(self.vc_names))]
         self.allocation_changes, self._classified_at = 0, None
+        self._avail_seen = [self._available(v) for v in range(len(self.vc_names))]
         self._new: list[Job] = []
         self._capacity_freed = self._priorities_changed = False
         self._speed_cache: dict = {}
@@ -242,6 +254,7 @@ class Simulator:
         handlers[_END], handlers[_FAIL] = self._on_end, self._on_fail
         handlers[EventKind.DEMOTE], handlers[EventKind.RELAX] = self._on_demote, self._on_relax
         handlers[EventKind.RECLAIM] = lambda _job, _token, now: reclaim_check(self, now)
+        handlers[EventKind.HEARTBEAT] = lambda _job, _token, now: None   # the tick's pass runs below
         arrivals, arrival_order = self._arrival_times, self._arrival_order
         n_arrivals, next_arrival = len(arrivals), 0
         sampler = Sampler(self)
@@ -269,7 +282,8 @@ class Simulator:
                 _, kind, _, j, token = pop(heap)
                 handlers[kind](jobs[j], token, now)
                 events += 1
-            if self._new or self._capacity_freed or self._priorities_changed:
+            if (self._new or self._capacity_freed or self._priorities_changed) and \
+                    (self.cycle is None or self.cycle.due(now)):
                 self._pass(now)
             if bar is not None and self.done_count - last_done >= 1024:
                 bar.update(self.done_count - last_done)
@@ -661,7 +675,8 @@ class Simulator:
         # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
         # victims' GPUs then count: _choose_victims checks the cap after freeing them)
         if g <= self.cluster.total_free and not (same_as_failed and key in state.failed) and \
-                g <= self.vc_cap[job.vc] - self.vc_used[job.vc]:
+                g <= self.vc_cap[job.vc] - self.vc_used[job.vc] and \
+                (self.lending_state is None or g <= self.lending_state.room(job.vc)):
             choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
             if choice is not None:
                 self.start(job, choice[0], choice[1], now)
@@ -676,8 +691,9 @@ class Simulator:
         return False
 
     def _available(self, vc: int) -> int:
-        """GPUs a job of ``vc`` may take now: free ones, within its VC's maximum capacity."""
-        return min(self.cluster.total_free, self.vc_cap[vc] - self.vc_used[vc])
+        """GPUs a job of ``vc`` may take now: free ones, within its VC's maximum capacity (and the lending limit)."""
+        avail = min(self.cluster.total_free, self.vc_cap[vc] - self.vc_used[vc])
+        return avail if self.lending_state is None else min(avail, self.lending_state.room(vc))
 
     def admissible(self, job: Job) -> bool:
         return job.gpus_now <= self._available(job.vc)
@@ -711,6 +727,8 @@ class Simulator:
 
     def _update_causes(self, v: int, free: int, now: float) -> None:
         avail = min(free, self.vc_cap[v] - self.vc_used[v])
+        if self.lending_state is not None:
+            avail = min(avail, self.lending_state.room(v))
         seen = self._avail_seen[v]
         if avail == seen:
             return

@@ -19,3 +19,4 @@ class EventKind(IntEnum):
     DEMOTE = 3         # a running job crosses a priority threshold (Tiresias queues)
     RELAX = 4          # a waiting job's locality timeout expires (Philly back-off)
     RECLAIM = 5        # a monitoring check of the preemption policy: VCs below their quota take lent GPUs back
+    HEARTBEAT = 6      # a scheduling-cycle tick (heartbeat.py): the pass that events since the last tick call for

@@ -45,7 +45,7 @@ class GangHolds:
     def take(self, job, now: float) -> None:
         """Hold the free GPUs a waiting gang wants (module doc); nothing if there are none or its VC has no room."""
         sim, c = self.sim, self.sim.cluster
-        want = min(job.gpus_now - 1, sim.vc_cap[job.vc] - sim.vc_used[job.vc], c.total_free)
+        want = min(job.gpus_now - 1, sim._available(job.vc))   # free, within its VC's cap and the lending limit
         if want <= 0:
             return
         if job.min_level == _SERVER:

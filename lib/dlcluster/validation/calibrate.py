@@ -25,6 +25,8 @@ import pandas as pd
 from ..sim import PhillyPolicy, make_policy, simulate, topology_from_machines
 from ..sim.attempts import PLANNED_RETRY, PlannedRetries
 from ..sim.capacity import demand_caps
+from ..sim.heartbeat import Heartbeat
+from ..sim.lending import LendingLimit
 from ..sim.packing import PackingPlacement
 from ..sim.service import in_service, scale_quotas
 from ..sim.sharing import Reclaim
@@ -81,6 +83,10 @@ class ReplayParams:
     # (share of jobs with an earlier attempt, quantiles of the share of its duration before its last attempt),
     # read off the DRE records (ingredients.fit_attempt_split); (): every job one attempt
     attempt_split: tuple = ()
+    # issue 38: YARN's scheduling cycle, passes only every this many seconds (sim/heartbeat.py; None: a pass at every
+    # event), and each VC lending at most this share of its idle quota (sim/lending.py; None: all of it)
+    heartbeat_s: float | None = None
+    lending_share: float | None = None
 
     def ingredients(self) -> str:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
@@ -98,6 +104,10 @@ class ReplayParams:
                          f"minimum {self.minimum_user_limit_percent:g}%; users = bursts, assumed)")
         if self.attempt_split:
             parts.append(f"{self.attempt_split[0]:.0%} of jobs split into two attempts")
+        if self.heartbeat_s is not None:
+            parts.append(f"a scheduling cycle of {self.heartbeat_s:g} s")
+        if self.lending_share is not None:
+            parts.append(f"each VC lends at most {self.lending_share:.0%} of its idle quota")
         return ", ".join(parts) or "none"
 
     def label(self) -> str:
@@ -181,7 +191,7 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     The issue-29 ingredients (:class:`ReplayParams`) each become a simulator option or
     input: the servers in service (quotas scaled with them), caps from demand,
     the back-off scope, gang holds, user limits (users named by bursts) and the
-    attempt split.
+    attempt split; so do issue 38's scheduling cycle and lending limit.
     """
     listed = topology_from_machines(machines, params.rack_size)
     topology = listed if params.servers_in_service is None else \
@@ -202,6 +212,8 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
                               quota_workload)
     # sampled every minute, as the occupancy record (and the per-minute export) are
     options.update(placement=placement_option(params), slowdown=None, sample_interval_s=60.0)
+    if params.heartbeat_s is not None:
+        options["heartbeat"] = Heartbeat(float(params.heartbeat_s))
     if params.gang_hold:
         options["gang_hold"] = True
     if params.user_limit_factor is not None and quotas is not None:
@@ -250,6 +262,8 @@ def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, 
     elif params.max_capacity_factor is not None:
         options["max_capacity"] = {str(vc): max_capacity(int(quotas.get(vc, 0)), params.max_capacity_factor)
                                    for vc in vcs}
+    if params.lending_share is not None:
+        options["lending_limit"] = LendingLimit(float(params.lending_share))
     if params.reclaim_after_s is not None:
         options["reclaim"] = Reclaim(max_wait_before_kill_s=float(params.reclaim_after_s),
                                      keep_progress=params.reclaim_keeps_progress)
