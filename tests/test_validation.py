@@ -784,6 +784,24 @@ def test_placement_variants_switch_each_packing_rule():
     assert vc.placement_option(vc.ReplayParams()) == "most_free"
 
 
+def test_waiting_variants_switch_the_cycle_and_the_lending_limit_and_the_search_may_leave_both_out():
+    from dlcluster.validation import search as sr
+
+    rows = heldout.waiting_variants(vc.ReplayParams())
+    assert rows["a scheduling cycle of 3 s (YARN heartbeats)"].heartbeat_s == 3.0
+    assert rows["each VC lends at most 50% of its idle quota"].lending_share == 0.5
+    assert {k for k, v in asdict(rows["a scheduling cycle of 3 s (YARN heartbeats)"]).items()
+            if v != asdict(vc.ReplayParams())[k]} == {"heartbeat_s"}
+    both = heldout.waiting_variants(vc.ReplayParams(heartbeat_s=2.0, lending_share=0.3))
+    assert both["no scheduling cycle"].heartbeat_s is None
+    assert both["no lending limit (every idle GPU lent)"].lending_share is None
+    assert set(rows) <= set(heldout.ablation_variants(vc.ReplayParams()))
+    # both are axes of the calibration's search that may be off (the start points leave them off)
+    for axis in ("heartbeat_s", "lending_share"):
+        assert sr.DEFAULT_SPACE[axis]["off"] is None
+        assert sr._enqueue(sr.START_POINTS[0], sr.DEFAULT_SPACE, vc.ReplayParams())[f"{axis}:on"] is False
+
+
 def test_placement_facts_count_jobs_by_memory_size_and_server_size():
     from dlcluster.validation.ingredients import placement_facts
     machines = pd.DataFrame({"machine": ["a", "b", "c", "d"], "num_gpus": [8, 8, 4, 4],

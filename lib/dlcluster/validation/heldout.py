@@ -80,6 +80,11 @@ BACKOFF_ROWS = {"gangs": "back-off for gangs only", "every": "back-off for every
 ABLATION_CAP_QUANTILE = 0.95
 #: Servers the occupancy record counts on most days (its ``total``)
 RECORD_SERVERS = 420
+#: The scheduling cycle an ablation row tries when the calibration left it out: the slow end of stock YARN's
+#: node heartbeats (1-3 s)
+ABLATION_HEARTBEAT_S = 3.0
+#: The share of its idle quota each VC lends in the ablation row when the calibration left the limit out
+ABLATION_LENDING_SHARE = 0.5
 
 
 def ingredient_variants(best: ReplayParams) -> dict:
@@ -87,7 +92,8 @@ def ingredient_variants(best: ReplayParams) -> dict:
 
     Servers in service (all listed, or the record's 420), each VC's cap from its demand (or one factor), the
     back-off for every size, gang holds, user limits (YARN's defaults; users named by bursts: an assumption the data
-    cannot support) and the attempt split.
+    cannot support) and the attempt split; then issue 38's placement (:func:`placement_variants`) and waiting
+    (:func:`waiting_variants`) candidates.
     """
     rows = {}
     if best.servers_in_service is not None:
@@ -112,6 +118,24 @@ def ingredient_variants(best: ReplayParams) -> dict:
     if best.attempt_split:
         rows["one attempt per job (no split)"] = replace(best, attempt_split=())
     rows.update(placement_variants(best))
+    rows.update(waiting_variants(best))
+    return rows
+
+
+def waiting_variants(best: ReplayParams) -> dict:
+    """Issue 38's candidates for what made jobs wait while a local placement existed, switched the other way: a
+    scheduling cycle (sim/heartbeat.py) and lending limited per VC (sim/lending.py)."""
+    rows = {}
+    if best.heartbeat_s is None:
+        rows[f"a scheduling cycle of {ABLATION_HEARTBEAT_S:g} s (YARN heartbeats)"] = replace(
+            best, heartbeat_s=ABLATION_HEARTBEAT_S)
+    else:
+        rows["no scheduling cycle"] = replace(best, heartbeat_s=None)
+    if best.lending_share is None:
+        rows[f"each VC lends at most {ABLATION_LENDING_SHARE:.0%} of its idle quota"] = replace(
+            best, lending_share=ABLATION_LENDING_SHARE)
+    else:
+        rows["no lending limit (every idle GPU lent)"] = replace(best, lending_share=None)
     return rows
 
 

@@ -67,6 +67,11 @@ DEFAULT_SPACE = {
     "cap_quantile": {"low": 0.5, "high": 1.0, "off": None},
     "backoff": ["gangs", "every", "borrowers"],
     "gang_hold": [False, True],
+    # issue 38, what made jobs wait while a local placement existed: YARN's scheduling cycle (sim/heartbeat.py; stock
+    # YARN heartbeats every 1 s, Philly's period is unknown: up to a minute, which is no longer a heartbeat, so that the
+    # fit can show whether it wants one) and each VC lending only a share of its idle quota (sim/lending.py)
+    "heartbeat_s": {"low": 0.5, "high": 60.0, "log": True, "off": None},
+    "lending_share": {"low": 0.0, "high": 1.0, "off": None},
 }
 
 #: Evaluated first, with the start parameters on the other axes: the simulator's settings before the contention
