@@ -28,11 +28,14 @@ what a cycle of that period can add: at most ``period_s`` per attempt, ``period_
 make jobs wait minutes; only a period of minutes could, which is no longer a
 heartbeat (YARN warns against long intervals, as they slow every allocation).
 
-Departures from YARN: one container per gang (a gang's GPUs are placed at one
-tick, as if every node it lands on heartbeats then; YARN may need several
-heartbeats to collect a multi-node gang, each within one period); reclaim
-(:mod:`.sharing`) starts the starved job at its monitoring check, not at the
-next heartbeat.
+Departures from YARN: a gang's GPUs are placed at one tick, as if every node
+it lands on heartbeats then (YARN collects a multi-node gang over the
+heartbeats of its nodes, each within one period; and before YARN-4161, Hadoop
+2.9, the Capacity Scheduler gave at most one off-switch container per
+heartbeat, so a gang asking one container per GPU anywhere could take a
+heartbeat per GPU: at most GPUs x period, still seconds to tens of seconds);
+reclaim (:mod:`.sharing`) starts the starved job at its monitoring check, not
+at the next heartbeat.
 """
 
 from __future__ import annotations
