@@ -289,6 +289,14 @@ def _two_job_replay(params):
     return vc.run_replay(rep, machines, quotas, params)
 
 
+def test_replay_params_put_the_scheduling_cycle_into_the_simulation():
+    # a 4-s cycle: r0 enters the queue at 30 s and waits for the tick at 32 s; r1 enters at 40 s (a tick) and takes
+    # the server at 1032 s, itself a tick, when r0 ends
+    jobs = _two_job_replay(vc.ReplayParams(latency_s=30.0, heartbeat_s=4.0)).result.jobs
+    assert jobs["first_start_s"].tolist() == [32.0, 1032.0]
+    assert jobs["held_by_timer_s"].tolist() == [2.0, 0.0]
+
+
 def test_replay_adds_the_scheduler_latency_to_each_wait_and_table2_counts_it_as_other():
     from dlcluster.validation import scorecard
     replay = _two_job_replay(vc.ReplayParams(latency_s=30.0))
