@@ -63,19 +63,21 @@ class LendingState:
         self._pool = 0
 
     def _refresh(self) -> None:
+        """Each VC's lendable GPUs (:meth:`LendingLimit.lendable`, inlined: this runs at every allocation change)
+        and the pool borrowers may still take."""
         sim = self.sim
-        if self._at == sim.allocation_changes:
-            return
         self._at = sim.allocation_changes
-        quota, used = sim.quota, sim.vc_used
-        self._lendable = [self.limit.lendable(q, u) for q, u in zip(quota, used, strict=True)]
-        lent = sum(u - q for q, u in zip(quota, used, strict=True) if u > q)
+        share = self.limit.share
+        pairs = list(zip(sim.quota, sim.vc_used, strict=True))
+        self._lendable = [int(share * (q - u)) if q > u else 0 for q, u in pairs]
+        lent = sum(u - q for q, u in pairs if u > q)
         self._pool = self.unassigned + sum(self._lendable) - lent
 
     def room(self, vc: int) -> int:
         """GPUs a job of ``vc`` may take under the limit: its VC's idle quota plus what others may still lend."""
-        self._refresh()
-        own = self.sim.quota[vc] - self.sim.vc_used[vc]
-        if own < 0:
-            own = 0
-        return own + max(0, self._pool - self._lendable[vc])
+        sim = self.sim
+        if self._at != sim.allocation_changes:
+            self._refresh()
+        own = sim.quota[vc] - sim.vc_used[vc]
+        borrowable = self._pool - self._lendable[vc]
+        return (own if own > 0 else 0) + (borrowable if borrowable > 0 else 0)
