@@ -796,9 +796,9 @@ def test_waiting_variants_switch_the_cycle_and_the_lending_limit_and_the_search_
     from dlcluster.validation import search as sr
 
     rows = heldout.waiting_variants(vc.ReplayParams())
-    assert rows["a scheduling cycle of 3 s (YARN heartbeats)"].heartbeat_s == 3.0
-    assert rows["each VC lends at most 50% of its idle quota"].lending_share == 0.5
-    assert {k for k, v in asdict(rows["a scheduling cycle of 3 s (YARN heartbeats)"]).items()
+    assert rows["a scheduling cycle (3-s YARN heartbeats)"].heartbeat_s == 3.0
+    assert rows["lending limited per VC (50% of its idle quota)"].lending_share == 0.5
+    assert {k for k, v in asdict(rows["a scheduling cycle (3-s YARN heartbeats)"]).items()
             if v != asdict(vc.ReplayParams())[k]} == {"heartbeat_s"}
     both = heldout.waiting_variants(vc.ReplayParams(heartbeat_s=2.0, lending_share=0.3))
     assert both["no scheduling cycle"].heartbeat_s is None

@@ -127,12 +127,12 @@ def waiting_variants(best: ReplayParams) -> dict:
     scheduling cycle (sim/heartbeat.py) and lending limited per VC (sim/lending.py)."""
     rows = {}
     if best.heartbeat_s is None:
-        rows[f"a scheduling cycle of {ABLATION_HEARTBEAT_S:g} s (YARN heartbeats)"] = replace(
+        rows[f"a scheduling cycle ({ABLATION_HEARTBEAT_S:g}-s YARN heartbeats)"] = replace(
             best, heartbeat_s=ABLATION_HEARTBEAT_S)
     else:
         rows["no scheduling cycle"] = replace(best, heartbeat_s=None)
     if best.lending_share is None:
-        rows[f"each VC lends at most {ABLATION_LENDING_SHARE:.0%} of its idle quota"] = replace(
+        rows[f"lending limited per VC ({ABLATION_LENDING_SHARE:.0%} of its idle quota)"] = replace(
             best, lending_share=ABLATION_LENDING_SHARE)
     else:
         rows["no lending limit (every idle GPU lent)"] = replace(best, lending_share=None)
