@@ -44,7 +44,8 @@ class GangHolds:
 
     def take(self, job, now: float) -> None:
         """Hold the free GPUs a waiting gang wants (module doc); nothing if there are none or its VC has no room."""
-        sim, c = self.sim, self.sim.cluster
+        sim = self.sim
+        c = sim.cluster if sim.pools is None else sim.pools.pool_states[job.pool]   # with pools: its pool's GPUs
         want = min(job.gpus_now - 1, sim.vc_cap[job.vc] - sim.vc_used[job.vc], c.total_free)
         if want <= 0:
             return
@@ -62,7 +63,9 @@ class GangHolds:
             if want == 0:
                 break
         if counts:
-            self._register(job, c.allocate(job.idx, counts), now)
+            if sim.pools is not None:
+                counts = sim.pools.to_whole(job.pool, counts)
+            self._register(job, sim.cluster.allocate(job.idx, counts), now)
 
     def _register(self, job, alloc, now: float) -> None:
         gpus = sum(mask.bit_count() for _, mask in alloc)
