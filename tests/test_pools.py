@@ -196,3 +196,17 @@ def test_replay_params_pools_need_shares():
     assert ReplayParams.from_dict({"pool_shares": [["*", "2-4", "24GB", 1.0]]}).pool_shares == \
         (("*", "2-4", "24GB", 1.0),)
     assert "GPU-type pools" in params.ingredients()
+
+
+def test_the_ablation_and_the_sensitivity_switch_pools_the_other_way():
+    from dlcluster.validation import heldout
+    from dlcluster.validation.calibrate import ReplayParams
+
+    shares = ((ANY_VC, "2-4", "24GB", 1.0),)
+    rows = heldout.placement_variants(ReplayParams(pool_shares=shares))
+    assert rows["GPU-type pools (sim/pools.py)"].gpu_pools is True
+    assert heldout.placement_variants(ReplayParams(gpu_pools=True, pool_shares=shares))[
+        "no GPU-type pools (one pool)"].gpu_pools is False
+    assert not any("pools" in name for name in heldout.placement_variants(ReplayParams()))   # no shares: no row
+    moves = {(name, label): params for name, label, params in heldout._moves(ReplayParams(pool_shares=shares))}
+    assert moves[("gpu_pools", "True")].gpu_pools is True
