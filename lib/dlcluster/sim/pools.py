@@ -88,7 +88,7 @@ def pool_shares(placements: pd.DataFrame, machines: pd.DataFrame, jobs: pd.DataF
     rows = []
     for vc, part in [(ANY_VC, per_job), *sorted(per_job.groupby("vc", sort=True), key=lambda item: item[0])]:
         for bucket, _, _ in POOL_BUCKETS:
-            counts = part.loc[part["bucket"] == bucket, "pool"].value_counts().sort_index()
+            counts = part.loc[part["bucket"] == bucket, "pool"].value_counts().sort_index(kind="stable")
             total = int(counts.sum())
             if total == 0 or (vc != ANY_VC and total < min_records):
                 continue
