@@ -25,10 +25,10 @@ across VCs. So Philly's pools look like GPU types, not VC partitions. The model:
   GPU-time that brings each pool's offered GPU-time (multi-GPU jobs as drawn,
   plus 1-GPU jobs) closest to its share of the GPUs (:func:`single_gpu_shares`);
   the same share for every VC;
-* a job larger than every server of its pool's rack or server sizes allow
-  waits at the tightest level its pool can ever give it (:meth:`PooledCluster.choose`);
-  a job larger than its pool's GPUs is drawn again among the pools that hold it
-  (the largest such pool; it could never run otherwise).
+* a gang whose locality its pool can never give (larger than the pool's
+  largest server or rack) is placed at the tightest level the pool can give
+  (:meth:`PooledCluster.choose`); a job larger than its pool's GPUs goes to the
+  largest pool (it could never run otherwise).
 """
 
 from __future__ import annotations
