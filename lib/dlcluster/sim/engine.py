@@ -37,7 +37,8 @@ and go; its end event is then rescheduled (stale events carry an old token and
 are skipped).
 
 Cost: the heap holds only running jobs' and timers' events; waiting jobs are
-kept in groups of equal VC, gang size and locality level, each sorted by the
+kept in groups of equal VC, gang size and locality level (and GPU-type pool, with
+``gpu_pools``: :mod:`.pools`), each sorted by the
 policy's key (keys do not change while a job waits), and a pass walks group
 heads in key order, dropping a group at its first failure; a pass stops when
 no GPU is free; causes are re-derived only for jobs whose answer can have
@@ -62,6 +63,7 @@ from .jobs import Cause, Job, JobState, LocalityEnd, Outcome
 from .lending import LendingLimit, LendingState
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
+from .pools import PooledCluster, changed_causes
 from .preemption import PassState, preempt_for
 from .results import SimResult
 from .sampler import Sampler, pending_bucket, progress_bar
@@ -98,7 +100,10 @@ class Simulator:
     :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None.
     ``lending_limit``: a :class:`~.lending.LendingLimit` (each VC lends at most a
     share of its idle quota), or None. ``heartbeat``: a :class:`~.heartbeat.Heartbeat`
-    (scheduling passes only at cycle ticks), or None. ``progress``: show a tqdm progress bar.
+    (scheduling passes only at cycle ticks), or None.
+    ``gpu_pools``: each job's GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only on that
+    pool's servers and its wait counts that pool's free GPUs; None: one pool.
+    ``progress``: show a tqdm progress bar.
     """
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
@@ -107,7 +112,7 @@ class Simulator:
                  retry: RetryPolicy | str | None = None, early_stop: bool = False, migration=None, seed: int = 0,
                  sample_interval_s: float = 300.0, restart_overhead_s: float = 0.0, gang_hold: bool = False,
                  user_limits: UserLimits | None = None, lending_limit: LendingLimit | None = None,
-                 heartbeat: Heartbeat | None = None, progress: bool = False):
+                 heartbeat: Heartbeat | None = None, gpu_pools=None, progress: bool = False):
         if len(workload) == 0:
             raise ValueError("workload has no jobs")
         if not sample_interval_s > 0:
@@ -139,15 +144,22 @@ class Simulator:
         if lending_limit is not None and (quotas is None or not lending):
             raise ValueError("lending_limit limits what VCs lend of their idle quotas: it needs quotas and "
                              "lending=True")
+        if gpu_pools is not None and (migration is not None or len(gpu_pools) != len(workload)):
+            raise ValueError("gpu_pools: one pool per job of the workload, and no migration (it moves jobs across "
+                             f"the whole cluster); got {len(gpu_pools)} pools for {len(workload)} jobs")
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.max_capacity, self.reclaim = max_capacity, reclaim
         self.reclaim_pending, self.reclaim_checks = False, 0
         self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
         self.failure_model = failures
         self.sample_interval_s, self.restart_overhead_s, self.progress = sample_interval_s, restart_overhead_s, progress
-        self.cluster = ClusterState(topology)
+        self.cluster = ClusterState(topology) if gpu_pools is None else PooledCluster(topology)
+        self.pools = None if gpu_pools is None else self.cluster
         self._setup_vcs(quotas)
         self._setup_jobs()
+        if self.pools is not None:
+            for job, pool in zip(self.jobs, self.pools.pool_index(gpu_pools), strict=True):
+                job.pool = pool
         self.gang_holds = GangHolds(self) if gang_hold else None
         self._held_by_vc = self.gang_holds.by_vc if gang_hold else [0] * len(self.vc_names)
         self.users = UserState(self, user_limits) if user_limits is not None else None
@@ -161,10 +173,13 @@ class Simulator:
         self.rejections: dict[int, str] = {}
         self.attempt_log: list = []
         # Waiting jobs grouped by VC, gang size and locality level (members of a group get the same answer
-        # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}}
+        # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}};
+        # with pools the level's key is (level, pool) and what each VC was offered is kept per pool
         self.groups = [dict() for _ in self.vc_names]
         self.allocation_changes, self._classified_at = 0, None
-        self._avail_seen = [self._available(v) for v in range(len(self.vc_names))]
+        self._avail_seen = [self._available(v) if self.pools is None else
+                            [self._available(v, p) for p in range(len(self.pools.pool_states))]
+                            for v in range(len(self.vc_names))]
         self._new: list[Job] = []
         self._capacity_freed = self._priorities_changed = False
         self._speed_cache: dict = {}
@@ -373,7 +388,8 @@ class Simulator:
         self._new.append(job)
 
     def _add_waiting(self, job: Job) -> None:
-        group = self.groups[job.vc].setdefault(job.gpus_now, {}).setdefault(job.level, [])
+        level = job.level if self.pools is None else (job.level, job.pool)
+        group = self.groups[job.vc].setdefault(job.gpus_now, {}).setdefault(level, [])
         bisect.insort(group, (job.key, job))
         self.waiting[job.idx] = job
         b = self._bucket_of[job.num_gpus]
@@ -383,10 +399,11 @@ class Simulator:
     def _remove_waiting(self, job: Job) -> None:
         by_gpus = self.groups[job.vc]
         by_level = by_gpus[job.gpus_now]
-        group = by_level[job.level]
+        level = job.level if self.pools is None else (job.level, job.pool)
+        group = by_level[level]
         del group[bisect.bisect_left(group, (job.key,))]
         if not group:
-            del by_level[job.level]
+            del by_level[level]
             if not by_level:
                 del by_gpus[job.gpus_now]
         del self.waiting[job.idx]
@@ -605,7 +622,7 @@ class Simulator:
         room = self.cluster.total_free + max(held) if capped and not head_of_line else self.cluster.total_gpus
         heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
                  for g, by_level in by_gpus.items() if g <= room
-                 for level, group in by_level.items() if level >= 0]   # a held job (level < 0) waits for its timer
+                 for level, group in by_level.items() if group[0][1].level >= 0]   # a held job waits for its timer
         heapq.heapify(heads)
         borrowers = []
         for phase in (0, 1):
@@ -671,13 +688,13 @@ class Simulator:
 
     def _try_place(self, job: Job, state: PassState, now: float, same_as_failed: bool) -> bool:
         g = job.gpus_now
-        key = (g, job.level)
+        key = (g, job.level, job.pool)
         # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
         # victims' GPUs then count: _choose_victims checks the cap after freeing them)
         if g <= self.cluster.total_free and not (same_as_failed and key in state.failed) and \
                 g <= self.vc_cap[job.vc] - self.vc_used[job.vc] and \
                 (self.lending_state is None or g <= self.lending_state.room(job.vc)):
-            choice = self.placement.choose(self.cluster, g, job.min_level, job.level)
+            choice = self.choose(job)
             if choice is not None:
                 self.start(job, choice[0], choice[1], now)
                 return True
@@ -690,13 +707,24 @@ class Simulator:
             return True
         return False
 
-    def _available(self, vc: int) -> int:
-        """GPUs a job of ``vc`` may take now: free ones, within its VC's maximum capacity (and the lending limit)."""
-        avail = min(self.cluster.total_free, self.vc_cap[vc] - self.vc_used[vc])
-        return avail if self.lending_state is None else min(avail, self.lending_state.room(vc))
+    def choose(self, job: Job):
+        """Where ``job`` would start now: ``(counts, level)`` at its locality (in its pool, with pools), or None."""
+        if self.pools is None:
+            return self.placement.choose(self.cluster, job.gpus_now, job.min_level, job.level)
+        return self.pools.choose(self.placement, job)
+
+    def _room(self, vc: int) -> int:
+        """GPUs ``vc`` may still take: within its maximum capacity (and the lending limit)."""
+        room = self.vc_cap[vc] - self.vc_used[vc]
+        return room if self.lending_state is None else min(room, self.lending_state.room(vc))
+
+    def _available(self, vc: int, pool: int | None = None) -> int:
+        """GPUs a job of ``vc`` (in ``pool``) may take now: free ones, within its VC's room (:meth:`_room`)."""
+        free = self.cluster.total_free if pool is None else self.pools.pool_states[pool].total_free
+        return min(free, self._room(vc))
 
     def admissible(self, job: Job) -> bool:
-        return job.gpus_now <= self._available(job.vc)
+        return job.gpus_now <= self._available(job.vc, None if self.pools is None else job.pool)
 
     def _classify(self, touched, now: float) -> None:
         """Update the causes of jobs whose cause may have changed (see the module docstring).
@@ -723,12 +751,16 @@ class Simulator:
                 touched.extend(self.jobs[i] for i in self.gang_holds.held)
         for job in touched:
             self._update_causes(job.vc, free, now)
-            self._set_cause(job, self._avail_seen[job.vc], now)
+            seen = self._avail_seen[job.vc]
+            self._set_cause(job, seen if self.pools is None else seen[job.pool], now)
 
     def _update_causes(self, v: int, free: int, now: float) -> None:
-        avail = min(free, self.vc_cap[v] - self.vc_used[v])
-        if self.lending_state is not None:
-            avail = min(avail, self.lending_state.room(v))
+        if self.pools is not None:
+            for job, avail in changed_causes(self.groups[v], self._avail_seen[v], self._room(v),
+                                             self.pools.pool_states):
+                self._set_cause(job, avail, now)
+            return
+        avail = min(free, self._room(v))
         seen = self._avail_seen[v]
         if avail == seen:
             return

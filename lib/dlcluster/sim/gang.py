@@ -44,8 +44,10 @@ class GangHolds:
 
     def take(self, job, now: float) -> None:
         """Hold the free GPUs a waiting gang wants (module doc); nothing if there are none or its VC has no room."""
-        sim, c = self.sim, self.sim.cluster
-        want = min(job.gpus_now - 1, sim._available(job.vc))   # free, within its VC's cap and the lending limit
+        sim = self.sim
+        pool = None if sim.pools is None else job.pool
+        c = sim.cluster if pool is None else sim.pools.pool_states[pool]   # with pools: its pool's GPUs
+        want = min(job.gpus_now - 1, sim._available(job.vc, pool))   # free, within its VC's cap and the lending limit
         if want <= 0:
             return
         if job.min_level == _SERVER:
@@ -62,7 +64,9 @@ class GangHolds:
             if want == 0:
                 break
         if counts:
-            self._register(job, c.allocate(job.idx, counts), now)
+            if sim.pools is not None:
+                counts = sim.pools.to_whole(job.pool, counts)
+            self._register(job, sim.cluster.allocate(job.idx, counts), now)
 
     def _register(self, job, alloc, now: float) -> None:
         gpus = sum(mask.bit_count() for _, mask in alloc)

@@ -60,7 +60,7 @@ class Job:
         # what a server or rack must have free to hold this attempt's gang (the migration's, built on first use)
         "tighter_needs",
         # queueing
-        "key", "level", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
+        "key", "level", "pool", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
         # back-off and fragmentation time split by what held the job and how each stretch ended (engine._stretch)
         "stretch_since", "held_s", "locality_end",
         # policy state
@@ -100,6 +100,7 @@ class Job:
         self.fail_at = None
         self.key = ()
         self.level = 0
+        self.pool = 0       # its GPU-type pool (sim/pools.py; 0 without pools)
         self.wait_token = 0
         self.cause = None
         self.cause_since = 0.0

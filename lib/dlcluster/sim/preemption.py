@@ -49,7 +49,7 @@ def preempt_for(sim, job, state: PassState, now: float) -> bool:
     if n == 0:
         state.nobody_preemptible = True  # jobs tried later rank lower still
         return False
-    key = (job.gpus_now, job.level)
+    key = (job.gpus_now, job.level, job.pool)
     if state.preempt_failed.get(key, -1) >= n:
         return False
     # Jobs preempted or started earlier in this pass stay in the ranking but are skipped.
@@ -60,7 +60,7 @@ def preempt_for(sim, job, state: PassState, now: float) -> bool:
         return False
     for v in victims:
         sim.preempt_job(v, now)
-    counts, level = sim.placement.choose(sim.cluster, job.gpus_now, job.min_level, job.level)
+    counts, level = sim.choose(job)
     sim.start(job, counts, level, now)
     return True
 
@@ -81,7 +81,7 @@ def choose_victims(sim, job, candidates):
             return None
 
     def fits():
-        return sim.admissible(job) and sim.placement.choose(cluster, job.gpus_now, job.min_level, job.level) is not None
+        return sim.admissible(job) and sim.choose(job) is not None
 
     def release(v):
         cluster.release(v.idx, v.alloc)

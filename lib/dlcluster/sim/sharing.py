@@ -143,6 +143,6 @@ def _reclaim_for(sim, job, now: float) -> bool:
         sim.preempt_job(victim, now)
         if not sim.reclaim.keep_progress:
             victim.work_left = victim.target_work
-    counts, level = sim.placement.choose(sim.cluster, job.gpus_now, job.min_level, job.level)
+    counts, level = sim.choose(job)
     sim.start(job, counts, level, now)
     return True

@@ -28,6 +28,7 @@ from ..sim.capacity import demand_caps
 from ..sim.heartbeat import Heartbeat
 from ..sim.lending import LendingLimit
 from ..sim.packing import PackingPlacement
+from ..sim.pools import draw_pools
 from ..sim.service import in_service, scale_quotas
 from ..sim.sharing import Reclaim
 from ..sim.users import UserLimits
@@ -87,6 +88,11 @@ class ReplayParams:
     # event), and each VC lending at most this share of its idle quota (sim/lending.py; None: all of it)
     heartbeat_s: float | None = None
     lending_share: float | None = None
+    # issue 38: each job placed within one GPU type's servers (sim/pools.py), drawn by the shares below
+    gpu_pools: bool = False
+    # rows (vc, size bucket, pool, share) of multi-GPU jobs per GPU type, read off DRE's placements on the fit span
+    # (sim/pools.py pool_shares; calibration.start_params)
+    pool_shares: tuple = ()
 
     def ingredients(self) -> str:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
@@ -108,6 +114,9 @@ class ReplayParams:
             parts.append(f"a scheduling cycle of {self.heartbeat_s:g} s")
         if self.lending_share is not None:
             parts.append(f"each VC lends at most {self.lending_share:.0%} of its idle quota")
+        if self.gpu_pools:
+            parts.append("GPU-type pools (multi-GPU jobs by their VC's DRE placements; 1-GPU jobs balancing the "
+                         "pools' load, assumed)")
         return ", ".join(parts) or "none"
 
     def label(self) -> str:
@@ -144,7 +153,8 @@ class ReplayParams:
         """The inverse of :func:`dataclasses.asdict` after a JSON round trip (lists back to tuples)."""
         mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
         return cls(**{**fields, "latency_mixture": mixture, "demand_span": tuple(fields.get("demand_span", ())),
-                      "attempt_split": tuple(fields.get("attempt_split", ()))})
+                      "attempt_split": tuple(fields.get("attempt_split", ())),
+                      "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ()))})
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -190,8 +200,9 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     calibrated replay passes the whole one, to get the calibrated quotas, caps and split).
     The issue-29 ingredients (:class:`ReplayParams`) each become a simulator option or
     input: the servers in service (quotas scaled with them), caps from demand,
-    the back-off scope, gang holds, user limits (users named by bursts) and the
-    attempt split; so do issue 38's scheduling cycle and lending limit.
+    the back-off scope, gang holds, user limits (users named by bursts), the
+    attempt split and the GPU-type pools (drawn for ``quota_workload``'s jobs, so
+    that a part of the replay keeps each job's pool); so do issue 38's scheduling cycle and lending limit.
     """
     listed = topology_from_machines(machines, params.rack_size)
     topology = listed if params.servers_in_service is None else \
@@ -225,7 +236,22 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
                           index=np.asarray(quota_workload.jobid, dtype=str))
         first = every.reindex(np.asarray(workload.jobid, dtype=str)).to_numpy()
         options.update(failures=PlannedRetries(first), retry=PLANNED_RETRY)
+    if params.gpu_pools:
+        options["gpu_pools"] = job_pools(params, topology, quota_workload, workload.jobid, seed)
     return ReplaySetup(workload, topology, quotas, policy, options, latency)
+
+
+def job_pools(params: ReplayParams, topology, quota_workload, jobids, seed: int = 0) -> np.ndarray:
+    """The GPU-type pool of each of ``jobids`` (sim/pools.py's draw over ``quota_workload``'s jobs, by
+    ``params.pool_shares``, on the GPUs of ``topology``'s types)."""
+    if not params.pool_shares:
+        raise ValueError("gpu_pools: pool_shares is empty; it holds the shares read off DRE's placements "
+                         "(sim/pools.py pool_shares, set by calibration.start_params)")
+    pool_gpus = pd.Series(topology.server_gpus).groupby(list(topology.gpu_mem)).sum().to_dict()
+    every = pd.Series(draw_pools(quota_workload.vc, quota_workload.num_gpus, quota_workload.service_s,
+                                 params.pool_shares, pool_gpus, seed),
+                      index=np.asarray(quota_workload.jobid, dtype=str))
+    return every.reindex(np.asarray(jobids, dtype=str)).to_numpy()
 
 
 def placement_option(params: ReplayParams):

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..sim.pools import pool_shares
 from .calibrate import ReplayParams, run_replay
 from .heldout import held_out_figures
 from .latency import fit_overhead_latency
-from .measures import evaluate, spans
+from .measures import evaluate, in_span, spans
 from .ingredients import fit_attempt_split
 from .replay import Replay
 from .scorecard import scorecard, scorecard_text
@@ -113,13 +114,17 @@ def fit_span_replay(replay: ReplayWorkload, fit_span: tuple) -> ReplayWorkload:
     return replay.take(replay.workload.arrival_s < end_s)
 
 
-def start_params(waits: pd.DataFrame, fit_span: tuple) -> ReplayParams:
+def start_params(waits: pd.DataFrame, fit_span: tuple, placements: pd.DataFrame | None = None,
+                 machines: pd.DataFrame | None = None) -> ReplayParams:
     """Where the search starts: Philly's relax-after-3-minutes locality, only the scheduler's own overhead as
     latency (:func:`.latency.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
-    the DRE records show (:func:`.ingredients.fit_attempt_split`), and the fit span as the span caps from demand
-    are read on."""
+    the DRE records show (:func:`.ingredients.fit_attempt_split`), the fit span as the span caps from demand
+    are read on, and (with ``placements`` and ``machines``) the GPU-type pool shares of the fit span's DRE records
+    (:func:`dlcluster.sim.pools.pool_shares`; pools stay off until the search switches them on)."""
+    shares = () if placements is None else pool_shares(placements, machines, in_span(waits, fit_span))
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span),
-                        attempt_split=fit_attempt_split(waits), demand_span=tuple(str(t) for t in fit_span))
+                        attempt_split=fit_attempt_split(waits), demand_span=tuple(str(t) for t in fit_span),
+                        pool_shares=shares)
 
 
 @dataclass(frozen=True)
@@ -260,7 +265,7 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
         return evaluate(rep, pub.occupancy, waits, span["fit"], pub.cluster_gpu_util_cdf)
 
     folder.mkdir(parents=True, exist_ok=True)
-    best, trials = search(objective, start_params(waits, span["fit"]), space, n_trials,
+    best, trials = search(objective, start_params(waits, span["fit"], pub.placements, pub.machines), space, n_trials,
                           folder / f"calibration-{key}.db", key, seed)
     # a search that reaches its optimum: the best moved one value at a time until no single move improves it
     best, optimality = polish(objective, best, space, best_objective=float(trials["objective"].min()))

@@ -142,7 +142,8 @@ def waiting_variants(best: ReplayParams) -> dict:
 def placement_variants(best: ReplayParams) -> dict:
     """Issue 38's placement ingredients switched the other way: spreading, best fit without the packing rules, and
     each packing rule (sim/packing.py) taken out, or Philly's packing put in where the calibration chose another
-    placement."""
+    placement; GPU-type pools (sim/pools.py) switched on or off (on only where the shares were read off DRE's
+    placements: ``pool_shares``)."""
     rows = {}
     if best.placement != "most_free":
         rows["spreading placement (most_free)"] = replace(best, placement="most_free")
@@ -156,6 +157,10 @@ def placement_variants(best: ReplayParams) -> dict:
     else:
         rows["Philly's packing (sim/packing.py)"] = replace(best, placement="packed", steer_single=True,
                                                           gang_whole_servers=True)
+    if best.gpu_pools:
+        rows["no GPU-type pools (one pool)"] = replace(best, gpu_pools=False)
+    elif best.pool_shares:
+        rows["GPU-type pools (sim/pools.py)"] = replace(best, gpu_pools=True)
     return rows
 
 
@@ -278,7 +283,8 @@ def _moves(best: ReplayParams) -> list[tuple[str, str, ReplayParams]]:
     flips = {"locality": {"relax": "any", "any": "relax"},
              "placement": {"most_free": "packed", "best_fit": "packed", "packed": "most_free"},
              "rack_size": {16: 32, 32: 16},
-             "unknown_vc_quota": {"none": "demand", "demand": "none"}, "gang_hold": {False: True, True: False}}
+             "unknown_vc_quota": {"none": "demand", "demand": "none"}, "gang_hold": {False: True, True: False},
+             "gpu_pools": {False: True, True: False} if best.pool_shares else {}}
     for name, other in flips.items():
         value = other.get(getattr(best, name))
         if value is not None:

@@ -60,6 +60,8 @@ DEFAULT_SPACE = {
     "placement": ["most_free", "best_fit", "packed"],
     "steer_single": [True, False],
     "gang_whole_servers": [True, False],
+    # issue 38: each job within one GPU type's servers (sim/pools.py; off: one pool)
+    "gpu_pools": [False, True],
     "rack_size": [16, 32],
     # issue 29's ingredients: servers in service (the 420 of the occupancy record as the bound; off: all 539),
     # each VC's cap from its own demand (off: the one factor above), the back-off scope, gang holds
