@@ -10,7 +10,8 @@ import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
 from .common import cached_trace, format_seconds, paired_change, percent_text, rows_of, summarize
-from .intervals import Interval, changed
+from .intervals import Interval, direction
+from .kinds import ASSUMPTION, BY_CONSTRUCTION, tagged
 from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
@@ -95,12 +96,32 @@ def _interval(row, name: str) -> Interval:
                     int(getattr(row, "seeds", 0)), str(getattr(row, f"{name}_method", "")))
 
 
+#: Why the GPU time a retry policy wastes follows from the setup, per failure model (:func:`failures_conclusion`).
+WASTE_KINDS = {
+    "fitted": (BY_CONSTRUCTION, ("the failures are injected by the model on top of durations that already hold the "
+                                "real failed attempts, and class-aware retries waste less because the classes' shares "
+                                "are the log corpus's composition and every class draws its runtime to failure from "
+                                "the same DRE failed attempts")),
+    "illustrative": (ASSUMPTION, ("the failures are injected by the simulator's illustrative model, whose classes, "
+                                 "shares and runtimes to failure are assumed")),
+}
+#: Why the jobs no failure hits wait less: the injected failures remove demand (:func:`failures_conclusion`).
+REMOVED_DEMAND = ("the injected failures remove work from the cluster: a job the model hits fails each attempt after "
+                  "its drawn runtime to failure and, once its retries are spent (or at once, for a class that is not "
+                  "retried), stops before its recorded duration, which already held its real failed attempts; less "
+                  "demand, shorter queues")
+#: Why what failures do to the other jobs follows from the setup, where they did not measurably remove demand.
+INJECTED = ("the failures are injected by the model, so what they do to the jobs they miss follows from the demand "
+            "they add or remove, not from a scheduler's choice")
+
+
 def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
                         earliest_rtf: dict[str, float] | None = None, prerun_s: float | None = None) -> str:
-    """Sentences per failure model at ``main_load``: GPU time wasted per retry policy; what the failures did to the
-    never-failing jobs, and why (the cluster's GPU-hours and their waits, measured in the same runs); what the
-    pre-run caught, and why it could not catch more (``earliest_rtf``: the model's shortest runtime to failure,
-    :func:`earliest_rtf_s`). Directions only where the interval over ``seeds`` excludes no change."""
+    """Sentences per failure model at ``main_load``, each tagged by what it rests on (:mod:`.kinds`; none is a
+    mechanism, so none is worded as a finding): GPU time wasted per retry policy (:data:`WASTE_KINDS`); what the
+    failures did to the never-failing jobs (by construction: :data:`REMOVED_DEMAND`, measured in the same runs);
+    what the pre-run caught, and why it could not catch more (``earliest_rtf``: the model's shortest runtime to
+    failure, :func:`earliest_rtf_s`). Directions only where the interval over ``seeds`` excludes no change."""
     parts = []
     for model, rows in costs[costs["load_label"] == main_load].groupby("failure_model", sort=False):
         rows = rows.assign(seeds=seeds)
@@ -114,41 +135,45 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
             listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts "
                           f"[95% CI {100 * row.wasted_share_ci_low:.1f}%, {100 * row.wasted_share_ci_high:.1f}%]"
                           f"{prerun}")
-        text = f"With {named}, " + "; ".join(listed) + "."
+        kind, because = WASTE_KINDS.get(model, (ASSUMPTION, f"the failures are injected by failure model {model}"))
+        text = tagged(kind, f"With {named}, " + "; ".join(listed) + ".", because)
         effects = []
         for row in rows.itertuples():
             jct, load, wait = (_interval(row, n) for n in ("good_jct_change", "gpu_hours_change", "good_wait_change"))
-            effects.append(f"under {row.arm} the failures {changed(load, 'the GPU-hours of the run')} "
-                           f"({_ci_text(load)}), {changed(wait, 'the mean wait of the never-failing jobs')} "
-                           f"({_ci_text(wait)}) and {changed(jct, 'their mean JCT')} ({_ci_text(jct)})")
-        text += " Against the same replay without failures, " + "; ".join(effects) + "."
+            effects.append(f"under {row.arm}, the GPU-hours of the run {_change_words(load)}, the mean wait of the "
+                           f"never-failing jobs {_change_words(wait)} and their mean JCT {_change_words(jct)}")
         loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
         waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
-        if any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits):
-            text += (" The never-failing jobs wait less because the injected failures remove work from the "
-                     "cluster: a job the model hits fails each attempt after its drawn runtime to failure and, once "
-                     "its retries are spent (or at once, for a class that is not retried), stops before its recorded "
-                     "duration, which already held its real failed attempts; less demand, shorter queues.")
+        removed = any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits)
+        text += " " + tagged(BY_CONSTRUCTION, "Against the same replay without failures: " + "; ".join(effects) + ".",
+                             REMOVED_DEMAND if removed else INJECTED)
         if prerun_s and earliest_rtf and model in earliest_rtf:
             first = earliest_rtf[model]
             caught = float(rows["prerun_caught_jobs_mean"].fillna(0).sum())
             if first >= prerun_s and model == "fitted":
-                text += (f" Whether a pre-run pays **cannot be tested on public data**: the {format_seconds(prerun_s)} "
-                         f"pre-run caught {caught:.1f} failing jobs here only because this model's shortest runtime to "
-                         f"failure is {format_seconds(first)} (the DRE records hold only jobs that ran at least 5 "
-                         "minutes), so it can only cost GPU time by construction, and no public data show the early "
-                         "failures a pre-run is meant to catch.")
+                text += " " + tagged(BY_CONSTRUCTION, (
+                    f"Whether a pre-run pays **cannot be tested on public data**: the {format_seconds(prerun_s)} "
+                    f"pre-run caught {caught:.1f} failing jobs here only because this model's shortest runtime to "
+                    f"failure is {format_seconds(first)} (the DRE records hold only jobs that ran at least 5 "
+                    "minutes), so it can only cost GPU time, and no public data show the early failures a pre-run is "
+                    "meant to catch."), "the fitted runtimes to failure start no earlier than the pre-run ends")
             elif first >= prerun_s:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs: this "
-                         f"model's shortest runtime to failure is {format_seconds(first)}, no shorter than the pre-run"
-                         + (" (its runtimes come from the DRE records, which hold only jobs that ran at least 5 "
-                            "minutes)" if model == "fitted" else "")
-                         + ", so a pre-run can only cost GPU time here.")
+                text += " " + tagged(ASSUMPTION, (
+                    f"The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs: this model's shortest "
+                    f"runtime to failure is {format_seconds(first)}, no shorter than the pre-run, so a pre-run can "
+                    "only cost GPU time here."), "the failure model's runtimes to failure")
             else:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs (this "
-                         f"model's runtimes to failure start at {format_seconds(first)}).")
+                text += " " + tagged(ASSUMPTION, (
+                    f"The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs (this model's runtimes "
+                    f"to failure start at {format_seconds(first)})."), "the failure model's runtimes to failure")
         parts.append(text)
     return f"At {main_load}: " + " ".join(parts)
+
+
+def _change_words(ci: Interval) -> str:
+    """'−20% [95% CI −25%, −15%], lower', or '... : no significant difference at 7 blocks': a change stated, not
+    claimed as a finding."""
+    return f"{_ci_text(ci)} ({direction(ci, 'higher', 'lower')})"
 
 
 def _ci_text(ci: Interval) -> str:
@@ -174,22 +199,34 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             wasted, prerun = 100 * rows["wasted_share_mean"].to_numpy(), 100 * rows["prerun_share_mean"].to_numpy()
             err = 100 * np.vstack([rows["wasted_share_mean"] - rows["wasted_share_ci_low"],
                                    rows["wasted_share_ci_high"] - rows["wasted_share_mean"]])
-            axes[r][0].bar(xs, wasted, width, color=colors[load], label=f"failed attempts, {load}",
-                           yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
-            axes[r][0].bar(xs, prerun, width, bottom=wasted, facecolor="white", edgecolor=colors[load], lw=1.0,
-                           hatch="///", label=f"pre-runs (hatched), {load}")
+            # failed attempts and pre-runs side by side (a pre-run's share is often a sliver of the failed attempts':
+            # stacked, its hatch would not show); a pre-run bar is drawn at least 2% of the tallest bar high, so that
+            # its hatch shows, with its value written above it
+            half = width / 2
+            axes[r][0].bar(xs - half / 2, wasted, half, color=colors[load], yerr=np.nan_to_num(err), capsize=2,
+                           ecolor="0.3", label=f"failed attempts (95% CI), {load}")
+            has_prerun = np.nan_to_num(prerun) > 0
+            if has_prerun.any():
+                axes[r][0].bar(xs[has_prerun] + half / 2, np.maximum(prerun[has_prerun], 0.02 * np.nanmax(wasted)),
+                               half, facecolor="white", edgecolor=colors[load], lw=1.2, hatch="////",
+                               label=f"pre-runs (hatched, at least a sliver high; value above), {load}")
+                for x_pos, value in zip(xs[has_prerun] + half / 2, prerun[has_prerun], strict=True):
+                    axes[r][0].annotate(f"{value:.2f}%", (x_pos, max(value, 0.02 * np.nanmax(wasted))),
+                                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
+                                        color=colors[load])
             change = 100 * rows["good_jct_change"].to_numpy(float)
             err = 100 * np.vstack([rows["good_jct_change"] - rows["good_jct_change_ci_low"],
                                    rows["good_jct_change_ci_high"] - rows["good_jct_change"]])
-            axes[r][1].bar(xs, change, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3",
-                           label=f"change of mean JCT (95% CI), {load}")
+            axes[r][1].bar(xs, change, width, facecolor=colors[load], alpha=0.55, edgecolor=colors[load],
+                           yerr=np.nan_to_num(err), capsize=2, ecolor="0.3",
+                           label=f"never-failing jobs' mean JCT change (95% CI), {load}")
         axes[r][0].set_ylabel("% of all GPU-hours")
-        axes[r][0].set_title(f"GPU time on failed attempts (hatched: pre-runs) · {FAILURE_MODEL_NAMES[model]}",
-                             fontsize=9)
+        axes[r][0].set_title(textwrap.fill(f"GPU time on failed attempts (solid) and pre-runs (hatched) · "
+                                           f"{FAILURE_MODEL_NAMES[model]}", 60), fontsize=9)
         axes[r][1].axhline(0, color="k", lw=0.8)
         axes[r][1].set_ylabel("% change vs no failures")
-        axes[r][1].set_title(f"mean JCT of jobs that never fail, vs the same replay without failures · "
-                             f"{FAILURE_MODEL_NAMES[model]}", fontsize=9)
+        axes[r][1].set_title(textwrap.fill(f"mean JCT of jobs that never fail, vs the same replay without failures · "
+                                           f"{FAILURE_MODEL_NAMES[model]}", 60), fontsize=9)
         axes[r][0].set_ylim(bottom=0)
         for ax in axes[r]:
             ax.set_xticks(range(len(arms)), [textwrap.fill(a, 18) for a in arms])
