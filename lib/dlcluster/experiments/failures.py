@@ -238,6 +238,8 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    # two columns: each series' label names its load, so three in a row would run wider than the panels
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 2), frameon=False, fontsize=8,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 * (-(-len(labels) // 2)) / fig.get_figheight()))
     return fig
