@@ -381,6 +381,11 @@ def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
             "here only because this model's shortest runtime to failure is 5.0 min (the DRE records hold only jobs "
             "that ran at least 5 minutes)") in text
     # no reduction of the cluster's load: no causal sentence
+    # the never-failing jobs waited 20 s without failures: their change is the difference in seconds, not -75%
+    near_zero = costs.assign(good_wait_base=20.0, good_wait_difference=-15.0, good_wait_difference_ci_low=-20.0,
+                             good_wait_difference_ci_high=-10.0)
+    assert ("the mean wait of the never-failing jobs −15 s [95% CI −20 s, −10 s] (lower; a difference, not a ratio: "
+            "a base under 60 s") in E.failures_conclusion(near_zero, "L", seeds=3)
     calm = costs.assign(gpu_hours_change=0.0, gpu_hours_change_ci_low=-0.1, gpu_hours_change_ci_high=0.1)
     calm_text = E.failures_conclusion(calm, "L", seeds=3)
     assert "remove work" not in calm_text and "[by construction, not a finding: the failures are injected" in calm_text

@@ -9,7 +9,16 @@ import numpy as np
 import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
-from .common import cached_trace, format_seconds, paired_change, percent_text, rows_of, summarize
+from .common import (
+    cached_trace,
+    difference_text,
+    format_seconds,
+    near_zero_reason,
+    paired_change,
+    percent_text,
+    rows_of,
+    summarize,
+)
 from .intervals import Interval, direction
 from .kinds import ASSUMPTION, BY_CONSTRUCTION, tagged
 from .plots import load_colors
@@ -67,7 +76,8 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
     the run; ``prerun_caught``: jobs whose failure struck during the 1-GPU pre-run (mean over seeds);
     ``gpu_hours_change``: all GPU-hours of the run against the same seed's run without failures (relative);
     ``good_jct_change`` / ``good_wait_change``: mean JCT / mean queueing delay of the jobs the failure model does not
-    hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed).
+    hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed);
+    ``good_wait_base``: that wait without failures, and ``good_wait_difference`` the paired difference in seconds.
     Each with its 95% interval (``_ci_low``, ``_ci_high``; :mod:`.intervals`).
     """
     allj = rows_of(table, "failures").query("bucket == 'all'").copy()
@@ -88,7 +98,16 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
                      "method": f"{name}_method", "detectable": f"{name}_detectable"})
         change["arm"] = change["arm"].map(RETRY_NAMES)
         out = out.merge(change.drop(columns=["n"]), on=[*keys, "arm"], how="left")
-    return out
+    # the never-failing jobs' wait without failures (the base of good_wait_change) and the paired difference, shown
+    # instead of the ratio where that base is near zero (.common.near_zero_reason)
+    base = summarize(good[good["retry"] == "none"], keys, ["queue_mean_s"]).rename(columns={"mean": "good_wait_base"})
+    out = out.merge(base[[*keys, "good_wait_base"]], on=keys, how="left")
+    difference = paired_change(good, "retry", "none", "queue_mean_s", keys).rename(columns={
+        "retry": "arm", "mean": "good_wait_difference", "ci_low": "good_wait_difference_ci_low",
+        "ci_high": "good_wait_difference_ci_high"})
+    difference["arm"] = difference["arm"].map(RETRY_NAMES)
+    return out.merge(difference[[*keys, "arm", "good_wait_difference", "good_wait_difference_ci_low",
+                                 "good_wait_difference_ci_high"]], on=[*keys, "arm"], how="left")
 
 
 def _interval(row, name: str) -> Interval:
@@ -141,7 +160,7 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
         for row in rows.itertuples():
             jct, load, wait = (_interval(row, n) for n in ("good_jct_change", "gpu_hours_change", "good_wait_change"))
             effects.append(f"under {row.arm}, the GPU-hours of the run {_change_words(load)}, the mean wait of the "
-                           f"never-failing jobs {_change_words(wait)} and their mean JCT {_change_words(jct)}")
+                           f"never-failing jobs {_wait_words(row, wait)} and their mean JCT {_change_words(jct)}")
         loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
         waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
         removed = any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits)
@@ -168,6 +187,23 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
                     f"to failure start at {format_seconds(first)})."), "the failure model's runtimes to failure")
         parts.append(text)
     return f"At {main_load}: " + " ".join(parts)
+
+
+def _wait_words(row, change: Interval) -> str:
+    """The never-failing jobs' wait change in words (:func:`_change_words`), or, on a base near zero
+    (:func:`.common.near_zero_reason`), the paired difference in seconds."""
+    reason = near_zero_reason(float(getattr(row, "good_wait_base", np.nan)), change, "queue_mean_s")
+    if not reason:
+        return _change_words(change)
+    difference = Interval(float(getattr(row, "good_wait_difference", np.nan)),
+                          float(getattr(row, "good_wait_difference_ci_low", np.nan)),
+                          float(getattr(row, "good_wait_difference_ci_high", np.nan)), change.n, change.method)
+    if not np.isfinite(difference.mean):
+        return f"(no ratio: {reason})"
+    interval = (f" [95% CI {difference_text(difference.low, 'queue_mean_s')}, "
+                f"{difference_text(difference.high, 'queue_mean_s')}]" if difference.known else "")
+    return (f"{difference_text(difference.mean, 'queue_mean_s')}{interval} ({direction(difference, 'higher', 'lower')}"
+            f"; a difference, not a ratio: {reason})")
 
 
 def _change_words(ci: Interval) -> str:
