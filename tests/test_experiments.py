@@ -83,6 +83,19 @@ def test_measure_known_answer():
     assert dated.loc["all", "busy_server_share_dates"] == pytest.approx((100 * 0.5 + 50 * 1.0) / 200)
 
 
+def test_every_wait_counts_a_preempted_jobs_requeue_where_the_first_wait_does_not():
+    # a (4 GPUs, 10 h) runs alone; b (4 GPUs, 100 s) arrives at 2 h. Tiresias LAS: b, with less attained service,
+    # preempts a, which waits 100 s to resume: first waits 0 and 0, every wait 100 s and 0. Philly (no preemption):
+    # b waits for a's end, 8 h, its first and only wait
+    topo = topology_from_spec(1, 1, 4)
+    w = make_workload([("a", 0, 4, 36000), ("b", 7200, 4, 100)])
+    las = E.measure(simulate(w, topo, "las", quotas=None, slowdown=None), w).set_index("bucket").loc["all"]
+    assert las["queue_mean_s"] == 0.0 and las["wait_total_mean_s"] == 50.0 and las["jct_mean_s"] == 18100.0
+    philly = E.measure(simulate(w, topo, "philly", quotas=None, slowdown=None), w).set_index("bucket").loc["all"]
+    assert philly["queue_mean_s"] == philly["wait_total_mean_s"] == 14400.0
+    assert E.is_preemptive("Tiresias 2D-LAS") and not E.is_preemptive("Philly")
+
+
 def test_measure_counts_failed_attempts_and_good_jobs():
     model = FailureModel.from_dict({"classes": {"bad input": {
         "category": "user", "probability": 1.0, "rtf": {"dist": "empirical", "samples_s": [30.0]},
