@@ -83,6 +83,19 @@ def test_measure_known_answer():
     assert dated.loc["all", "busy_server_share_dates"] == pytest.approx((100 * 0.5 + 50 * 1.0) / 200)
 
 
+def test_every_wait_counts_a_preempted_jobs_requeue_where_the_first_wait_does_not():
+    # a (4 GPUs, 10 h) runs alone; b (4 GPUs, 100 s) arrives at 2 h. Tiresias LAS: b, with less attained service,
+    # preempts a, which waits 100 s to resume: first waits 0 and 0, every wait 100 s and 0. Philly (no preemption):
+    # b waits for a's end, 8 h, its first and only wait
+    topo = topology_from_spec(1, 1, 4)
+    w = make_workload([("a", 0, 4, 36000), ("b", 7200, 4, 100)])
+    las = E.measure(simulate(w, topo, "las", quotas=None, slowdown=None), w).set_index("bucket").loc["all"]
+    assert las["queue_mean_s"] == 0.0 and las["wait_total_mean_s"] == 50.0 and las["jct_mean_s"] == 18100.0
+    philly = E.measure(simulate(w, topo, "philly", quotas=None, slowdown=None), w).set_index("bucket").loc["all"]
+    assert philly["queue_mean_s"] == philly["wait_total_mean_s"] == 14400.0
+    assert E.is_preemptive("Tiresias 2D-LAS") and not E.is_preemptive("Philly")
+
+
 def test_measure_counts_failed_attempts_and_good_jobs():
     model = FailureModel.from_dict({"classes": {"bad input": {
         "category": "user", "probability": 1.0, "rtf": {"dist": "empirical", "samples_s": [30.0]},
@@ -277,17 +290,22 @@ def test_locality_conclusion_is_computed_from_the_numbers():
                              for arm, v in (("relax after 3 min", relax), ("strict locality", strict))}, [metric]))
     rows = frames[0].merge(frames[1]).merge(frames[2])
     text = E.locality_conclusion(rows, ["L2", "L1"], "5-8", "L1")
-    assert text.startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's 'relax after 3 min': at L1")
+    assert text.startswith("[mechanism] Holding 5-8-GPU jobs to strict locality instead of Philly's 'relax after 3 "
+                           "min': at L1")
     # paired by seed, on the log of the ratios: x2 both times, +12.5% and -1/6 both times (intervals collapse)
     assert "raised their mean queueing delay (1.0 min → 2.0 min, ×2 [95% CI ×2, ×2])" in text
-    assert "raised the useful share of their GPU time (80% → 90%, +12% [95% CI +12%, +12%])" in text
     assert "cut their mean JCT (1.0 h → 50.0 min, −17% [95% CI −17%, −17%])" in text
-    # no change, and a change whose interval includes none: no direction named
+    # a base wait under a minute: the paired difference, never a ratio, and no direction where it includes none
     assert ("at L2 it made no significant difference at 2 seeds to their mean queueing delay "
-            "(5 s → 5 s, ±0% [95% CI ±0%, ±0%])") in text
+            "(5 s → 5 s, ±0 s [95% CI ±0 s, ±0 s]; a difference, not a ratio: a base under 60 s") in text
     assert "made no significant difference at 2 seeds to their mean JCT (1.7 min → 1.8 min" in text
     assert ("the lowest mean JCT for them at L1 came with 'strict locality' (against the default: "
             "1.0 h → 50.0 min, −17% [95% CI −17%, −17%]: lower)") in text
+    # the useful share under strict locality follows from the setup: tagged, and stated without a finding's verb
+    assert ("[by construction, not a finding: strict locality never spreads a job that fits on one server, and the "
+            "slowdown model charges only spread placements] The useful share of their GPU time, 'relax after 3 min' "
+            "→ strict locality: at L1, 80% → 90%, +12% [95% CI +12%, +12%]") in text
+    assert "raised the useful share" not in text
 
 
 def test_interference_conclusion():
@@ -300,11 +318,18 @@ def test_interference_conclusion():
                           "speed_mean": v[0], "frag_delay_mean_s": v[1] * (1 + seed), "jct_mean_s": v[2]}
                          for arm, v in values.items() for bucket in ("all", "5-8") for seed in (0, 1)])
     text = E.interference_conclusion(rows, "L", "5-8")
-    assert text.startswith("At L, jobs ran at a mean speed of 1.00 on dedicated servers vs 0.60 packed and 0.80 spread")
+    assert text.startswith("[mechanism] At L, jobs ran at a mean speed of 1.00 on dedicated servers vs 0.60 packed and "
+                           "0.80 spread")
     assert "5-8-GPU jobs waited on average 3.0 h for a local placement with dedicated servers vs 1.5 min packed" in text
     assert "under spreading, migration cut that wait (15.0 min → 7.5 min, −50% [95% CI −50%, −50%])" in text
     assert ("the lowest mean JCT of all jobs came from 'spread (Philly) + migration' (against Philly's spreading: "
             "1.1 h → 1.1 h, −3% [95% CI −3%, −3%]: lower)") in text
+    # under an assumed colocation slowdown the same sentence rests on the assumption
+    assumed = E.interference_conclusion(rows, "L", "5-8", scenario="paper")
+    assert assumed.startswith("[assumption, not a finding: the colocation slowdown of scenario 'paper' is assumed")
+    by_scenario = E.interference_conclusion_by_scenario(rows.assign(interference="paper"), "L", "5-8")
+    assert "[assumption, not a finding: which placement wins rests on the assumed colocation slowdown ('paper')]" \
+        in by_scenario
 
 
 def test_policy_and_early_stop_conclusions():
@@ -312,8 +337,9 @@ def test_policy_and_early_stop_conclusions():
         _rows({("L", "FIFO", "all"): [7200, 7200], ("L", "Philly", "all"): [3600, 4000],
                ("L", "SRTF (oracle bound)", "all"): [1800, 1800]}, ["jct_mean_s"]),
         _rows({("L", "Philly", ">8"): [86400, 86400], ("L", "FIFO", ">8"): [172800, 172800]},
-              ["jct_p99_s", "jct_mean_s"])])
+              ["jct_p99_s", "jct_mean_s"])]).assign(load_setting="real")
     text = E.policy_conclusion(rows, ["L"], ">8")
+    assert text.startswith("Across scheduling policies, [mechanism] at L the lowest mean JCT")
     # Philly is the best non-oracle policy: the runner-up (FIFO) is compared with it, paired by seed; the ratios
     # 2.0 and 1.8 leave an interval over 2 seeds that includes no change
     assert ("at L the lowest mean JCT of the non-oracle policies was Philly's (1.1 h; Philly → FIFO: 1.1 h → 2.0 h, "
@@ -321,13 +347,20 @@ def test_policy_and_early_stop_conclusions():
     assert "SRTF bound 30.0 min), with p99 JCT of >8-GPU jobs 1.0 d under Philly vs 2.0 d under FIFO" in text
     assert text.endswith("and the lowest mean JCT per job size from >8 GPUs: Philly.")
     tie = _rows({("L", "FIFO", "all"): [3600, 3600], ("L", "Philly", "all"): [3601, 3601]}, ["jct_mean_s", "jct_p99_s"])
-    assert E.policy_conclusion(tie, ["L"], ">8") == \
-        "Across scheduling policies, at L every non-oracle policy had the same mean JCT within 0.5% (1.0 h)."
+    assert E.policy_conclusion(tie.assign(load_setting="real"), ["L"], ">8") == (
+        "Across scheduling policies, [mechanism] at L every non-oracle policy had the same mean JCT within 0.5% "
+        "(1.0 h).")
+    # at a scaled load the result rests on the assumed arrivals
+    assert E.policy_conclusion(tie.assign(load_setting="scaled"), ["L"], ">8").startswith(
+        "Across scheduling policies, [assumption, not a finding: the arrivals are scaled to a load the record does not "
+        "show (a sensitivity)] at L")
     savings = pd.DataFrame({"load_label": ["L", "L", "M"], "tolerance": [0.001, 0.01, 0.01],
                             "gpu_hours_change": [-0.1, -0.25, -0.3], "gpu_hours_change_ci_low": [-0.12, -0.4, -0.5],
                             "gpu_hours_change_ci_high": [-0.08, 0.05, -0.1], "seeds": 3,
                             "quality_lost": [0.0004, 0.004, 0.005]})
     text = E.early_stop_conclusion(savings, "L")
+    assert text.startswith("[by construction, not a finding: each job ends at a convergence point drawn from the real "
+                           "learning curves (notebook 03)")
     assert "within 0.1%: 10.0% of GPU-hours saved [95% CI 8.0%, 12.0%] for a mean quality loss of 0.040%" in text
     assert "within 1.0%: GPU-hours −25% [95% CI −40%, +5%]: no significant difference at 3 seeds" in text
     assert "at M: 30.0% of GPU-hours saved [95% CI 10.0%, 50.0%]" in text
@@ -346,17 +379,29 @@ def test_failures_conclusion_explains_faster_good_jobs_and_an_empty_prerun():
          "good_wait_change": -0.6, "good_wait_change_ci_low": -0.7, "good_wait_change_ci_high": -0.5,
          "good_jct_change": -0.2, "good_jct_change_ci_low": -0.3, "good_jct_change_ci_high": -0.1}])
     text = E.failures_conclusion(costs, "L", seeds=3, earliest_rtf={"fitted": 300.0}, prerun_s=300.0)
-    assert ("under retry everything (Philly) the failures cut the GPU-hours of the run (−20% [95% CI −25%, −15%]), "
-            "cut the mean wait of the never-failing jobs (−50% [95% CI −60%, −40%]) and made no significant "
-            "difference at 3 seeds to their mean JCT (−10% [95% CI −30%, +10%])") in text
-    assert "The never-failing jobs wait less because the injected failures remove work from the cluster" in text
+    # the wasted GPU time follows from the injected model, the never-failing jobs' shorter waits from the demand it
+    # removes: both tagged by construction and stated, not claimed as findings
+    assert text.startswith("At L: [by construction, not a finding: the failures are injected by the model on top of "
+                           "durations that already hold the real failed attempts")
+    assert ("[by construction, not a finding: the injected failures remove work from the cluster: a job the model "
+            "hits fails each attempt") in text
+    assert ("Against the same replay without failures: under retry everything (Philly), the GPU-hours of the run "
+            "−20% [95% CI −25%, −15%] (lower), the mean wait of the never-failing jobs −50% [95% CI −60%, −40%] "
+            "(lower) and their mean JCT −10% [95% CI −30%, +10%] (no significant difference at 3 seeds)") in text
+    assert "cut the mean wait" not in text and "[mechanism]" not in text
     # the fitted model's pre-run cannot be tested on public data: its failures start no earlier than 5 minutes
     assert ("Whether a pre-run pays **cannot be tested on public data**: the 5.0 min pre-run caught 0.0 failing jobs "
             "here only because this model's shortest runtime to failure is 5.0 min (the DRE records hold only jobs "
             "that ran at least 5 minutes)") in text
     # no reduction of the cluster's load: no causal sentence
+    # the never-failing jobs waited 20 s without failures: their change is the difference in seconds, not -75%
+    near_zero = costs.assign(good_wait_base=20.0, good_wait_difference=-15.0, good_wait_difference_ci_low=-20.0,
+                             good_wait_difference_ci_high=-10.0)
+    assert ("the mean wait of the never-failing jobs −15 s [95% CI −20 s, −10 s] (lower; a difference, not a ratio: "
+            "a base under 60 s") in E.failures_conclusion(near_zero, "L", seeds=3)
     calm = costs.assign(gpu_hours_change=0.0, gpu_hours_change_ci_low=-0.1, gpu_hours_change_ci_high=0.1)
-    assert "remove work" not in E.failures_conclusion(calm, "L", seeds=3)
+    calm_text = E.failures_conclusion(calm, "L", seeds=3)
+    assert "remove work" not in calm_text and "[by construction, not a finding: the failures are injected" in calm_text
 
 
 def test_earliest_runtime_to_failure():
@@ -455,8 +500,9 @@ def test_every_load_gets_a_colour_past_the_palette():
 def test_policy_context_is_generated_from_the_same_runs():
     rows = _rows({("L", "Philly", "all"): [0.30, 0.35], ("L", "FIFO", "all"): [0.5, 0.5]}, ["waited_share"])
     rows["queue_mean_s"] = [3600.0, 7200.0, 10.0, 10.0]
+    rows["load_setting"] = "real"
     text = E.policy_context(rows, "L")
-    assert text.startswith("Under Philly at L, 32.5% [95% CI ")
+    assert text.startswith("[mechanism] Under Philly at L, 32.5% [95% CI ")
     assert "the mean wait of all jobs was 1.5 h [95% CI " in text and "had queues to act on" in text
     rows["waited_share"] = [0.001, 0.002, 0.5, 0.5]
     assert "the policies can only tie here" in E.policy_context(rows, "L")
@@ -541,3 +587,121 @@ def test_an_implications_change_shows_a_narrow_interval_to_a_tenth_of_a_point():
     wide = Interval(-0.382, -0.446, -0.306, 7, "paired by block", detectable=0.177)
     assert shown(wide) == ("−38% [95% CI −45%, −31%]", "±18%")
     assert percent_text(0.0004, 1) == "±0%" and percent_text(-0.0004) == "±0%"
+
+
+# ----------------------------------------------------------------------------- what a sentence may say
+
+def test_a_change_on_a_near_zero_base_is_a_difference_never_a_ratio():
+    from dlcluster.experiments.common import NEAR_ZERO_DURATION_S, change_text, near_zero_reason
+    from dlcluster.experiments.intervals import Interval
+
+    # a fragmentation wait of 0.3 s → 3.3 s: x11 as a ratio, +3 s as a difference (interval over 2 seeds: t(0.975, 1)
+    # x sd of the differences [2, 4] / sqrt(2) = 12.7062047)
+    rows = _rows({("L", "spread (Philly)", "5-8"): [0.2, 0.4], ("L", "spread (Philly) + migration", "5-8"): [2.2, 4.4]},
+                 ["frag_delay_mean_s"])
+    text = E.interference.compare_arms(rows, "spread (Philly)", "spread (Philly) + migration", "frag_delay_mean_s",
+                                       "that wait")
+    assert text == ("made no significant difference at 2 seeds to that wait (0 s → 3 s, +3 s [95% CI −10 s, +16 s]; "
+                    f"a difference, not a ratio: a base under {NEAR_ZERO_DURATION_S:g} s, where a ratio swings by "
+                    "factors on seconds)")
+    # a base of a minute or more keeps its ratio
+    assert near_zero_reason(60.0, Interval(1.0, 0.5, 1.5, 7, "paired by block"), "queue_mean_s") == ""
+    # a ratio interval that reaches x0 is not shown either, whatever the base
+    assert near_zero_reason(3600.0, Interval(10.0, -1.0, 33.0, 7, "paired by block"), "jct_mean_s").startswith(
+        "the ratio's interval reaches from ×0 past no change")
+    # ... but a wait that all but vanished, on a base of hours, keeps its ratio (−99% is what happened)
+    assert near_zero_reason(3600.0, Interval(-0.9, -0.99, -0.8, 7, "paired by block"), "queue_mean_s") == ""
+    # a share near zero: the difference in points
+    assert near_zero_reason(0.005, None, "waited_share").startswith("a base under 1%")
+    # no difference to show: the two values alone
+    assert change_text(0.0, 1.0, Interval(10.0, -1.0, 33.0, 7, "m"), near_zero="why") == "0 s → 1 s; no ratio: why"
+
+
+def test_a_preemptive_policys_first_wait_is_not_comparable_with_philly():
+    from dlcluster.report.verdicts import NOT_COMPARABLE
+
+    assert E.is_preemptive("Tiresias Gittins") and E.is_preemptive("SRTF (oracle bound)")
+    assert not E.is_preemptive("FIFO") and not E.is_preemptive("Philly")
+    verdict = E.first_wait_verdict("Tiresias Gittins", "Philly", 5000)
+    assert verdict.verdict == NOT_COMPARABLE and verdict.reason.startswith(
+        "Another definition: ours is wait from submit to the first start; a preempted job's later waits are not in it")
+    assert E.first_wait_verdict("FIFO", "Philly", 5000).like_for_like.startswith("like for like")
+    # the paired changes: the first wait of Gittins has no value and says why; its JCT and every wait are compared
+    rows = _rows({("L", "Philly", "all"): [100.0, 200.0], ("L", "Tiresias Gittins", "all"): [1.0, 2.0],
+                  ("L", "FIFO", "all"): [110.0, 220.0]}, ["jct_mean_s", "wait_total_mean_s", "queue_mean_s"])
+    changes = E.policy_changes(rows).set_index(["metric", "arm"])
+    first = changes.loc[("queue_mean_s", "Tiresias Gittins")]
+    assert math.isnan(first["mean"]) and first["verdict"] == NOT_COMPARABLE and "preempted" in first["why"]
+    assert changes.loc[("queue_mean_s", "FIFO"), "mean"] == pytest.approx(0.1)
+    assert changes.loc[("wait_total_mean_s", "Tiresias Gittins"), "mean"] == pytest.approx(-0.99)
+    assert changes.loc[("jct_mean_s", "Tiresias Gittins"), "mean"] == pytest.approx(-0.99)
+
+
+def test_every_sentence_kind_is_tagged_with_its_reason():
+    assert E.kind_tag("mechanism") == "[mechanism]"
+    assert E.tagged("assumption", "X.", "an assumed slowdown") == "[assumption, not a finding: an assumed slowdown] X."
+    with pytest.raises(ValueError, match="needs its reason"):
+        E.kind_tag("by construction")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        E.kind_tag("finding")
+    assert E.load_kind("real") == ("mechanism", "")
+    assert E.load_kind("scaled")[0] == "assumption"
+
+
+def test_an_interval_wider_than_the_target_says_why():
+    from dlcluster.experiments.implications import Answer
+    from dlcluster.experiments.intervals import Interval
+
+    # isolate or pack under the paper's assumed interference: x10.1 [x8.4, x12.0]
+    big = Interval(9.14, 7.41, 11.04, 7, "paired by block", detectable=0.3)
+    text = E.interval_target(big, "assumption", "colocation interference assumed")
+    assert text.startswith("not met (+741% to +1104%, 363 points): an effect of ×10 has an interval wider than ±10 "
+                           "points although its direction is certain (the whole interval lies above no change): "
+                           "relative to the effect itself it spans −17% to +19%, and ±10 points would need the effect "
+                           "known to ±1.0% of itself")
+    assert text.endswith("; and it rests on an assumed input (colocation interference assumed)")
+    assert E.interval_target(Interval(-0.024, -0.031, -0.019, 7, "m"), "mechanism") == "met (±0.7 points)"
+    vague = E.interval_target(Interval(0.05, -0.10, 0.25, 7, "m", detectable=0.3), "mechanism")
+    assert vague == ("not met (−10% to +25%, 35 points): the blocks disagree more than this design resolves; the "
+                     "smallest change it could detect is ±30%")
+    answers = [Answer("isolate or pack against interference", "contradicted", "mean JCT", big, "assumption",
+                      "7 blocks", "colocation interference assumed"),
+               Answer("migrate long jobs", "supported", "mean JCT", Interval(-0.024, -0.031, -0.019, 7, "m"),
+                      "mechanism", "7 blocks")]
+    assert E.answers_table(answers).loc["migrate long jobs", "±10-point target"] == "met (±0.7 points)"
+    note = E.target_note(answers)
+    assert note.startswith("Intervals wider than the ±10-point target: *isolate or pack against interference* "
+                           "(mean JCT): not met") and "migrate long jobs" not in note
+
+
+def test_strict_locality_explains_shorter_waits_from_the_same_runs():
+    def block(arm, bucket, queue, gpu_hours, spread):
+        return [{"load_label": "L", "arm": arm, "bucket": bucket, "seed": seed, "jobs": 5, "queue_mean_s": q,
+                 "gpu_hours": gpu_hours, "spread_share": spread} for seed, q in enumerate(queue)]
+
+    relax, strict = "relax after 3 min", "strict locality"
+    rows = pd.DataFrame([
+        *block(relax, "1", [7200, 7200], 100, 0.0), *block(strict, "1", [3600, 3600], 100, 0.0),
+        *block(relax, "2-4", [600, 600], 50, 0.25), *block(strict, "2-4", [1200, 1200], 40, 0.0),
+        *block(relax, "5-8", [3600, 3600], 80, 0.5), *block(strict, "5-8", [7200, 7200], 60, 0.0),
+        *block(relax, ">8", [86400, 86400], 500, 1.0), *block(strict, ">8", [43200, 43200], 500, 1.0)])
+    text = E.strict_locality_explanation(rows, "L", relax)
+    assert text.startswith("[mechanism] Mean first wait, 'relax after 3 min' → strict locality: 1-GPU jobs 2.0 h → "
+                           "1.0 h, −50% [95% CI −50%, −50%]: lower; >8-GPU jobs 1.0 d → 12.0 h, −50%")
+    assert ("strict locality holds the 2-4 and 5-8-GPU gangs back until one server has room (their waits: 2-4-GPU "
+            "jobs 20.0 min against 10.0 min, 5-8-GPU jobs 2.0 h against 1.0 h)") in text
+    assert ("where 'relax after 3 min' ran 25% of 2-4-GPU jobs, 50% of 5-8-GPU jobs over more than one server, "
+            "strict locality spreads none (0% and 0%)") in text
+    # the >8-GPU jobs waited longer under strict locality: no word about them
+    slower = rows.assign(queue_mean_s=np.where((rows["bucket"] == ">8") & (rows["arm"] == strict), 2e5,
+                                               rows["queue_mean_s"]))
+    assert ">8-GPU gangs" not in E.strict_locality_explanation(slower, "L", relax)
+    assert E.strict_locality_explanation(rows.assign(queue_mean_s=100.0), "L", relax) == ""
+
+
+def test_a_small_certain_effect_that_misses_the_target_is_put_down_to_the_blocks():
+    from dlcluster.experiments.intervals import Interval
+
+    text = E.interval_target(Interval(0.34, 0.06, 0.67, 12, "m", detectable=0.39), "mechanism")
+    assert text == ("not met (+6% to +67%, 61 points): the blocks disagree more than this design resolves; the "
+                    "smallest change it could detect is ±39%; its direction is certain all the same")

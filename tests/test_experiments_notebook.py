@@ -156,7 +156,12 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
                     "epochs.last_band_gpu_time_passed_pct", None]
     assert all(c["ours"] and "SIMULATED" in c["data"] for c in doc["comparisons"])
     assert "the real load (x1)" in doc["comparisons"][0]["ours"]
-    assert doc["comparisons"][0]["ours"].startswith("Holding 5-8-GPU jobs to strict locality instead of Philly's")
+    assert doc["comparisons"][0]["ours"].startswith("[mechanism] Holding 5-8-GPU jobs to strict locality instead of "
+                                                    "Philly's")
+    # every result sentence carries its kind: the failure experiments' and early termination's are no mechanism
+    tags = re.compile(r"\[(mechanism|by construction, not a finding: [^\]]+|assumption, not a finding: [^\]]+)\]")
+    assert all(tags.search(c["ours"]) for c in doc["comparisons"] if c["key"] != "epochs.last_band_gpu_time_passed_pct")
+    assert "[mechanism]" not in doc["comparisons"][2]["ours"]
     # a direction only where the interval over the blocks excludes no change
     assert re.search(r"(raised|cut|made no significant difference at \d+ blocks to) their mean queueing delay",
                      doc["comparisons"][0]["ours"])
@@ -164,7 +169,8 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
     # assumption's
     text = doc["comparisons"][1]["ours"]
     speeds = {m.group(1): tuple(map(float, m.groups()[1:])) for m in re.finditer(
-        r"Assuming interference '([^']+)': At [^,]+, jobs ran at a mean speed of ([\d.]+) on dedicated servers vs "
+        r"Assuming interference '([^']+)': \[assumption, not a finding: [^\]]+\] At [^,]+, jobs ran at a mean speed "
+        r"of ([\d.]+) on dedicated servers vs "
         r"([\d.]+) packed and ([\d.]+) spread", text)}
     assert set(speeds) == {"paper"}, text
     r = doc["results"]

@@ -47,7 +47,9 @@ the real load); :func:`calibrated_load` finds the factor at which the
 simulated share of busy servers matches the real occupancy ("calibrated to the
 real occupancy").
 
-Modules: :mod:`.common` (inputs, measures, wording), :mod:`.intervals` (intervals that respect the quantity,
+Modules: :mod:`.common` (inputs, measures, wording: a change on a near-zero base is a difference, never a ratio),
+:mod:`.kinds` (what each result sentence rests on: mechanism, by construction or assumption),
+:mod:`.intervals` (intervals that respect the quantity,
 the block bootstrap, and the rule for naming a direction), :mod:`.implications` (the paper's implications
 answered: supported / contradicted / no effect larger than X / cannot be tested, each tagged by what it rests on),
 one module per experiment (:mod:`.locality`, :mod:`.interference`,
@@ -72,11 +74,14 @@ from .failures import earliest_rtf_s, failure_costs, failure_model, failures_con
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, same_simulation, with_arms)
-from .implications import IMPLICATIONS, KINDS, answer_words, answers_table, implication_answers, scorecard_words  # noqa: F401
+from .implications import (  # noqa: F401
+    IMPLICATIONS, KINDS, answer_words, answers_table, implication_answers, interval_target, scorecard_words,
+    target_note)
+from .kinds import kind_tag, load_kind, tagged  # noqa: F401
 from .intervals import (  # noqa: F401
     Interval, direction, mean_interval, pooled_interval, pooled_ratio_interval, ratio_interval)
 from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
 from .locality import LongJobsStrictPolicy, locality_conclusion, strict_locality_explanation  # noqa: F401
 from .plots import POLICY_COLORS, metric_grid, plot_paired_changes  # noqa: F401
 from .naming import replay_data_label, replay_name, targets_met  # noqa: F401
-from .policies import policy_conclusion, policy_context  # noqa: F401
+from .policies import first_wait_verdict, is_preemptive, policy_changes, policy_conclusion, policy_context  # noqa: F401

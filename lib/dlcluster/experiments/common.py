@@ -276,9 +276,11 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     Rows: ``population`` ("all jobs", and "good jobs" when ``extras["good"]``
     marks the jobs without a failure), ``bucket``. Columns (times in seconds,
     GPU time in hours): jobs, rejected, jct_mean/p50/p95/p99, queue_mean/p95
-    (first wait), waited_share (share of the jobs that ran which waited for GPUs at all: behind other jobs, for
-    a quota or cap, or for locality), frag_delay_mean (waiting with quota left but no placement
-    meeting locality, back-off included, as the paper counts it),
+    (first wait), wait_total_mean (every wait: the first and the re-queues after a preemption or a failure, which
+    compares across preemptive and non-preemptive policies where the first wait does not), waited_share (share of
+    the jobs that ran which waited for GPUs at all: behind other jobs, for a quota or cap, or for locality),
+    frag_delay_mean (waiting with quota left but no placement meeting locality, back-off included, as the paper
+    counts it),
     fair_share_delay_mean, gpu_hours (held), useful_share (GPU time of finished
     work at ideal speed / GPU time held), speed_mean (work / run time of jobs
     that finished with one run: slowdown from spread and colocation, migration
@@ -310,6 +312,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
         "bucket": size_bucket(jobs["num_gpus"]).astype(str).to_numpy(),
         "ran": jobs["first_start_s"].notna().to_numpy(),
         "jct": jobs["jct_s"].to_numpy(float), "queue": jobs["queueing_delay_s"].to_numpy(float),
+        "wait": jobs["wait_s"].to_numpy(float),
         # Table 2's fragmentation: the VC had the GPUs, no placement met the job's locality (a timer alone: not)
         "frag": jobs[SIM_CAUSE_COLUMNS["fragmentation"]].sum(axis=1).to_numpy(float),
         "fair": jobs["delay_fair_share_s"].to_numpy(float),
@@ -340,6 +343,7 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
                 "jct_mean_s": ran["jct"].mean(), "jct_p50_s": _quantile(ran["jct"], 0.5),
                 "jct_p95_s": _quantile(ran["jct"], 0.95), "jct_p99_s": _quantile(ran["jct"], 0.99),
                 "queue_mean_s": ran["queue"].mean(), "queue_p95_s": _quantile(ran["queue"], 0.95),
+                "wait_total_mean_s": ran["wait"].mean(),
                 "waited_share": float((ran["queue"] > 0).mean()) if len(ran) else np.nan,
                 "frag_delay_mean_s": ran["frag"].mean(), "fair_share_delay_mean_s": ran["fair"].mean(),
                 "gpu_hours": sel["gpu_s"].sum() / 3600.0,
@@ -488,22 +492,24 @@ def load_order(table: pd.DataFrame) -> list[str]:
 
 #: What each measured column means, for tables and axes.
 METRIC_LABELS = {
-    "queue_mean_s": "mean queueing delay", "jct_mean_s": "mean JCT", "jct_p99_s": "p99 JCT",
+    "queue_mean_s": "mean queueing delay", "wait_total_mean_s": "mean total queueing (every wait)",
+    "jct_mean_s": "mean JCT", "jct_p99_s": "p99 JCT",
     "jct_p95_s": "p95 JCT", "useful_share": "useful share of GPU time", "speed_mean": "mean speed",
     "frag_delay_mean_s": "mean fragmentation delay", "spread_share": "share of jobs spread over servers",
     "waited_share": "share of jobs that ever waited for GPUs",
 }
-TIME_METRICS = {"queue_mean_s", "jct_mean_s", "jct_p99_s", "jct_p95_s", "frag_delay_mean_s"}
+TIME_METRICS = {"queue_mean_s", "wait_total_mean_s", "jct_mean_s", "jct_p99_s", "jct_p95_s", "frag_delay_mean_s"}
 
 
 def metric_quantity(metric: str) -> str:
     """What kind of quantity a measured column is, for its interval (:data:`.intervals.QUANTITIES`): times are
-    durations, ``*_share`` columns shares, GPU-hours, speeds and quality losses positive; anything else real."""
+    durations; ``*_share`` columns and the speed (work over run time, never above 1) shares, so that their interval
+    stays in [0, 1]; GPU-hours and quality losses positive; anything else real."""
     if metric in TIME_METRICS or metric.endswith("_s"):
         return "duration"
-    if metric.endswith("_share") or metric.endswith("_share_dates"):
+    if metric.endswith("_share") or metric.endswith("_share_dates") or metric == "speed_mean":
         return "share"
-    if metric in ("speed_mean", "quality_lost_mean") or metric.endswith("gpu_hours") or metric.endswith("_jobs"):
+    if metric == "quality_lost_mean" or metric.endswith("gpu_hours") or metric.endswith("_jobs"):
         return "positive"
     return "real"
 
@@ -529,6 +535,16 @@ def paired_ratio(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> In
     return ci
 
 
+def paired_difference(rows: pd.DataFrame, base_arm: str, arm: str, metric: str) -> Interval:
+    """The paired difference of ``metric`` from ``base_arm`` to ``arm`` in its unit (:func:`paired_interval`);
+    no interval unless every replicate has a value, as :func:`paired_ratio`."""
+    before, after = rows[rows["arm"] == base_arm], rows[rows["arm"] == arm]
+    ci = paired_interval(after, before, metric, relative=False)
+    if ci.n < (2 if is_block_design(rows) else max(after["seed"].nunique(), 2)):
+        return Interval(ci.mean, float("nan"), float("nan"), ci.n, ci.method)
+    return ci
+
+
 def ratio_text(change: float, as_factor: bool = False) -> str:
     """A relative change as a signed percentage ('+12%', '−3%', '±0%'), or as a factor ('×14', '×0.8')."""
     if not np.isfinite(change):
@@ -536,11 +552,64 @@ def ratio_text(change: float, as_factor: bool = False) -> str:
     return f"×{change + 1:,.2g}" if as_factor else percent_text(change)
 
 
-def change_text(before: float, after: float, change: Interval | None = None, fmt=format_seconds) -> str:
+#: A mean duration below this is near zero, and a relative change on it is not shown (:func:`near_zero_reason`): a
+#: minute is a few times the scheduler latency notebook 05 fits on the real waits (a median of seconds per job, not
+#: minutes), and a ratio of two waits that short swings by factors on seconds no job running for hours notices.
+NEAR_ZERO_DURATION_S = 60.0
+#: A share below this (one point) is near zero in the same sense: its ratio is a ratio of a handful of jobs.
+NEAR_ZERO_SHARE = 0.01
+#: A ratio interval whose low end is below this change (x0.05) while its high end lies above no change reaches from
+#: next to none of the quantity to more of it: the ratio resolves nothing ('×11 [95% CI ×0, ×34]').
+RATIO_TOUCHES_ZERO = -0.95
+
+
+def near_zero_reason(before: float, change: Interval | None, metric: str) -> str:
+    """Why a relative change of ``metric`` from ``before`` says nothing ('' when it can be shown): the base is near
+    zero (:data:`NEAR_ZERO_DURATION_S`, :data:`NEAR_ZERO_SHARE`), or the ratio's interval reaches from x0
+    (:data:`RATIO_TOUCHES_ZERO`) past no change, or has no upper end."""
+    quantity = metric_quantity(metric)
+    if quantity == "duration" and np.isfinite(before) and before < NEAR_ZERO_DURATION_S:
+        return f"a base under {NEAR_ZERO_DURATION_S:g} s, where a ratio swings by factors on seconds"
+    if quantity == "share" and np.isfinite(before) and before < NEAR_ZERO_SHARE:
+        return f"a base under {NEAR_ZERO_SHARE:.0%}, where a ratio is one of a handful of jobs"
+    if change is not None and change.known and (
+            (change.low <= RATIO_TOUCHES_ZERO and change.high > 0) or not np.isfinite(change.high)):
+        return "the ratio's interval reaches from ×0 past no change"
+    return ""
+
+
+def difference_text(value: float, metric: str) -> str:
+    """A signed difference in the metric's unit: '+12 s', '−1.5 h', '±0 s', '+0.4 points' (a share), '+0.012'."""
+    if not np.isfinite(value):
+        return "n/a"
+    quantity = metric_quantity(metric)
+    if quantity == "duration":
+        shown = format_seconds(abs(value))
+        return ("±" if shown == "0 s" else "+" if value > 0 else "−") + shown
+    shown = f"{100 * value:.1f} points" if quantity == "share" else f"{value:.3g}"
+    return ("±" if float(shown.split()[0]) == 0 else "+" if value > 0 else "−") + shown.lstrip("-")
+
+
+def change_text(before: float, after: float, change: Interval | None = None, fmt=format_seconds,
+                difference: Interval | None = None, metric: str = "", near_zero: str = "") -> str:
     """'2.1 h → 1.5 h, −29% [95% CI −35%, −22%], smallest detectable change ±9%': both values (``fmt``), and the
     paired relative change with its interval (and, on the block design, the smallest change the comparison could
-    detect); as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more."""
+    detect); as factors ('×14 [95% CI ×3, ×60]') where any of them is a doubling or more.
+
+    ``near_zero`` (:func:`near_zero_reason`): no ratio; the paired ``difference`` in ``metric``'s unit with its
+    interval instead ('0 s → 1 s, +1 s [95% CI ±0 s, +3 s]; a difference, not a ratio: a base under 60 s, ...'), or
+    the two values alone when there is no difference to show."""
     text = f"{fmt(before)} → {fmt(after)}"
+    if near_zero:
+        if difference is not None and np.isfinite(difference.mean):
+            text += f", {difference_text(difference.mean, metric)}"
+            if difference.known:
+                text += (f" [95% CI {difference_text(difference.low, metric)}, "
+                         f"{difference_text(difference.high, metric)}]")
+            text += f"; a difference, not a ratio: {near_zero}"
+        else:
+            text += f"; no ratio: {near_zero}"
+        return text
     if change is not None and np.isfinite(change.mean):
         shown = [v for v in (change.mean, change.low, change.high) if np.isfinite(v)]
         as_factor = max(shown) >= 1.0
@@ -552,22 +621,33 @@ def change_text(before: float, after: float, change: Interval | None = None, fmt
     return text
 
 
+def arm_change(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, fmt=format_seconds) -> tuple[str, Interval]:
+    """``arm`` against ``base_arm`` in words (:func:`change_text`) and the interval a direction is named from: the
+    relative change (:func:`paired_ratio`), or, on a near-zero base (:func:`near_zero_reason`), the paired
+    difference."""
+    before, after = (mean_where(rows, metric, arm=a) for a in (base_arm, arm))
+    ci = paired_ratio(rows, base_arm, arm, metric)
+    near_zero = near_zero_reason(before, ci, metric)
+    if not near_zero:
+        return change_text(before, after, ci, fmt), ci
+    difference = paired_difference(rows, base_arm, arm, metric)
+    return change_text(before, after, ci, fmt, difference, metric, near_zero), difference
+
+
 def compare_arms(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, what: str, fmt=format_seconds,
                  up: str = "raised", down: str = "cut") -> str:
     """'cut their mean JCT (2.1 d → 1.5 d, −29% [95% CI −35%, −22%])', or 'made no significant difference at 3
     seeds to their mean JCT (...)': ``arm`` against ``base_arm`` in ``rows``, paired by seed
-    (:func:`paired_ratio`), the direction named only outside the interval (:func:`.intervals.changed`)."""
-    before, after = (mean_where(rows, metric, arm=a) for a in (base_arm, arm))
-    ci = paired_ratio(rows, base_arm, arm, metric)
-    return f"{changed(ci, what, up, down)} ({change_text(before, after, ci, fmt)})"
+    (:func:`arm_change`), the direction named only outside the interval (:func:`.intervals.changed`)."""
+    text, ci = arm_change(rows, base_arm, arm, metric, fmt)
+    return f"{changed(ci, what, up, down)} ({text})"
 
 
 def judged_change(rows: pd.DataFrame, base_arm: str, arm: str, metric: str, fmt=format_seconds,
                   up: str = "higher", down: str = "lower") -> str:
     """'2.1 d → 1.5 d, −29% [95% CI −35%, −22%]: lower', or '...: no significant difference at 3 seeds'."""
-    before, after = (mean_where(rows, metric, arm=a) for a in (base_arm, arm))
-    ci = paired_ratio(rows, base_arm, arm, metric)
-    return f"{change_text(before, after, ci, fmt)}: {direction(ci, up, down)}"
+    text, ci = arm_change(rows, base_arm, arm, metric, fmt)
+    return f"{text}: {direction(ci, up, down)}"
 
 
 def percent_text(share: float, digits: int = 0) -> str:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .common import paired_change, percent_text, rows_of, summarize
 from .intervals import Interval, direction
+from .kinds import BY_CONSTRUCTION, tagged
 from .plots import load_colors
 
 
@@ -99,9 +100,14 @@ def _saved_text(row) -> str:
     return f"GPU-hours {percent_text(change.mean)}{interval}: {verdict}"
 
 
+#: Why early termination's savings follow from the setup.
+EARLY_STOP_KIND = ("each job ends at a convergence point drawn from the real learning curves (notebook 03), so the GPU "
+                   "time saved restates those points, and the quality lost is at most the tolerance")
+
+
 def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:
-    """One sentence: GPU-hours saved (paired by seed, 'saved' only where the interval excludes no change) and the
-    quality lost per tolerance, at ``main_load`` and the other loads."""
+    """One sentence, tagged by construction (:data:`EARLY_STOP_KIND`): GPU-hours saved (paired by seed, 'saved' only
+    where the interval excludes no change) and the quality lost per tolerance, at ``main_load`` and the other loads."""
     main = savings[savings["load_label"] == main_load]
     listed = ", ".join(f"within {row.tolerance:.1%}: {_saved_text(row)} for a mean quality loss of "
                        f"{100 * row.quality_lost:.3f}%" for row in main.itertuples())
@@ -109,8 +115,8 @@ def early_stop_conclusion(savings: pd.DataFrame, main_load: str) -> str:
     other_text = "; ".join(
         f"at {load}: " + ", ".join(_saved_text(row) for row in rows.itertuples())
         for load, rows in others.groupby("load_label", sort=False))
-    return (f"Stopping each job once its learning curve comes within a tolerance of its best, at {main_load}: "
-            f"{listed}" + (f" ({other_text})" if other_text else "") + ".")
+    return tagged(BY_CONSTRUCTION, f"Stopping each job once its learning curve comes within a tolerance of its best, "
+                  f"at {main_load}: {listed}" + (f" ({other_text})" if other_text else "") + ".", EARLY_STOP_KIND)
 
 
 def plot_early_stop(savings: pd.DataFrame, loads: list[str]):

@@ -9,8 +9,18 @@ import numpy as np
 import pandas as pd
 
 from ..sim.failures import FailureModel, default_failure_model
-from .common import cached_trace, format_seconds, paired_change, percent_text, rows_of, summarize
-from .intervals import Interval, changed
+from .common import (
+    cached_trace,
+    difference_text,
+    format_seconds,
+    near_zero_reason,
+    paired_change,
+    percent_text,
+    rows_of,
+    summarize,
+)
+from .intervals import Interval, direction
+from .kinds import ASSUMPTION, BY_CONSTRUCTION, tagged
 from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
@@ -66,7 +76,8 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
     the run; ``prerun_caught``: jobs whose failure struck during the 1-GPU pre-run (mean over seeds);
     ``gpu_hours_change``: all GPU-hours of the run against the same seed's run without failures (relative);
     ``good_jct_change`` / ``good_wait_change``: mean JCT / mean queueing delay of the jobs the failure model does not
-    hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed).
+    hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed);
+    ``good_wait_base``: that wait without failures, and ``good_wait_difference`` the paired difference in seconds.
     Each with its 95% interval (``_ci_low``, ``_ci_high``; :mod:`.intervals`).
     """
     allj = rows_of(table, "failures").query("bucket == 'all'").copy()
@@ -87,7 +98,16 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
                      "method": f"{name}_method", "detectable": f"{name}_detectable"})
         change["arm"] = change["arm"].map(RETRY_NAMES)
         out = out.merge(change.drop(columns=["n"]), on=[*keys, "arm"], how="left")
-    return out
+    # the never-failing jobs' wait without failures (the base of good_wait_change) and the paired difference, shown
+    # instead of the ratio where that base is near zero (.common.near_zero_reason)
+    base = summarize(good[good["retry"] == "none"], keys, ["queue_mean_s"]).rename(columns={"mean": "good_wait_base"})
+    out = out.merge(base[[*keys, "good_wait_base"]], on=keys, how="left")
+    difference = paired_change(good, "retry", "none", "queue_mean_s", keys).rename(columns={
+        "retry": "arm", "mean": "good_wait_difference", "ci_low": "good_wait_difference_ci_low",
+        "ci_high": "good_wait_difference_ci_high"})
+    difference["arm"] = difference["arm"].map(RETRY_NAMES)
+    return out.merge(difference[[*keys, "arm", "good_wait_difference", "good_wait_difference_ci_low",
+                                 "good_wait_difference_ci_high"]], on=[*keys, "arm"], how="left")
 
 
 def _interval(row, name: str) -> Interval:
@@ -95,12 +115,32 @@ def _interval(row, name: str) -> Interval:
                     int(getattr(row, "seeds", 0)), str(getattr(row, f"{name}_method", "")))
 
 
+#: Why the GPU time a retry policy wastes follows from the setup, per failure model (:func:`failures_conclusion`).
+WASTE_KINDS = {
+    "fitted": (BY_CONSTRUCTION, ("the failures are injected by the model on top of durations that already hold the "
+                                "real failed attempts, and class-aware retries waste less because the classes' shares "
+                                "are the log corpus's composition and every class draws its runtime to failure from "
+                                "the same DRE failed attempts")),
+    "illustrative": (ASSUMPTION, ("the failures are injected by the simulator's illustrative model, whose classes, "
+                                 "shares and runtimes to failure are assumed")),
+}
+#: Why the jobs no failure hits wait less: the injected failures remove demand (:func:`failures_conclusion`).
+REMOVED_DEMAND = ("the injected failures remove work from the cluster: a job the model hits fails each attempt after "
+                  "its drawn runtime to failure and, once its retries are spent (or at once, for a class that is not "
+                  "retried), stops before its recorded duration, which already held its real failed attempts; less "
+                  "demand, shorter queues")
+#: Why what failures do to the other jobs follows from the setup, where they did not measurably remove demand.
+INJECTED = ("the failures are injected by the model, so what they do to the jobs they miss follows from the demand "
+            "they add or remove, not from a scheduler's choice")
+
+
 def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
                         earliest_rtf: dict[str, float] | None = None, prerun_s: float | None = None) -> str:
-    """Sentences per failure model at ``main_load``: GPU time wasted per retry policy; what the failures did to the
-    never-failing jobs, and why (the cluster's GPU-hours and their waits, measured in the same runs); what the
-    pre-run caught, and why it could not catch more (``earliest_rtf``: the model's shortest runtime to failure,
-    :func:`earliest_rtf_s`). Directions only where the interval over ``seeds`` excludes no change."""
+    """Sentences per failure model at ``main_load``, each tagged by what it rests on (:mod:`.kinds`; none is a
+    mechanism, so none is worded as a finding): GPU time wasted per retry policy (:data:`WASTE_KINDS`); what the
+    failures did to the never-failing jobs (by construction: :data:`REMOVED_DEMAND`, measured in the same runs);
+    what the pre-run caught, and why it could not catch more (``earliest_rtf``: the model's shortest runtime to
+    failure, :func:`earliest_rtf_s`). Directions only where the interval over ``seeds`` excludes no change."""
     parts = []
     for model, rows in costs[costs["load_label"] == main_load].groupby("failure_model", sort=False):
         rows = rows.assign(seeds=seeds)
@@ -114,41 +154,62 @@ def failures_conclusion(costs: pd.DataFrame, main_load: str, seeds: int,
             listed.append(f"{row.arm}: {100 * row.wasted_share_mean:.1f}% of GPU-hours on failed attempts "
                           f"[95% CI {100 * row.wasted_share_ci_low:.1f}%, {100 * row.wasted_share_ci_high:.1f}%]"
                           f"{prerun}")
-        text = f"With {named}, " + "; ".join(listed) + "."
+        kind, because = WASTE_KINDS.get(model, (ASSUMPTION, f"the failures are injected by failure model {model}"))
+        text = tagged(kind, f"With {named}, " + "; ".join(listed) + ".", because)
         effects = []
         for row in rows.itertuples():
             jct, load, wait = (_interval(row, n) for n in ("good_jct_change", "gpu_hours_change", "good_wait_change"))
-            effects.append(f"under {row.arm} the failures {changed(load, 'the GPU-hours of the run')} "
-                           f"({_ci_text(load)}), {changed(wait, 'the mean wait of the never-failing jobs')} "
-                           f"({_ci_text(wait)}) and {changed(jct, 'their mean JCT')} ({_ci_text(jct)})")
-        text += " Against the same replay without failures, " + "; ".join(effects) + "."
+            effects.append(f"under {row.arm}, the GPU-hours of the run {_change_words(load)}, the mean wait of the "
+                           f"never-failing jobs {_wait_words(row, wait)} and their mean JCT {_change_words(jct)}")
         loads = [_interval(r, "gpu_hours_change") for r in rows.itertuples()]
         waits = [_interval(r, "good_wait_change") for r in rows.itertuples()]
-        if any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits):
-            text += (" The never-failing jobs wait less because the injected failures remove work from the "
-                     "cluster: a job the model hits fails each attempt after its drawn runtime to failure and, once "
-                     "its retries are spent (or at once, for a class that is not retried), stops before its recorded "
-                     "duration, which already held its real failed attempts; less demand, shorter queues.")
+        removed = any(lo.below(0) for lo in loads) and any(w.below(0) for w in waits)
+        text += " " + tagged(BY_CONSTRUCTION, "Against the same replay without failures: " + "; ".join(effects) + ".",
+                             REMOVED_DEMAND if removed else INJECTED)
         if prerun_s and earliest_rtf and model in earliest_rtf:
             first = earliest_rtf[model]
             caught = float(rows["prerun_caught_jobs_mean"].fillna(0).sum())
             if first >= prerun_s and model == "fitted":
-                text += (f" Whether a pre-run pays **cannot be tested on public data**: the {format_seconds(prerun_s)} "
-                         f"pre-run caught {caught:.1f} failing jobs here only because this model's shortest runtime to "
-                         f"failure is {format_seconds(first)} (the DRE records hold only jobs that ran at least 5 "
-                         "minutes), so it can only cost GPU time by construction, and no public data show the early "
-                         "failures a pre-run is meant to catch.")
+                text += " " + tagged(BY_CONSTRUCTION, (
+                    f"Whether a pre-run pays **cannot be tested on public data**: the {format_seconds(prerun_s)} "
+                    f"pre-run caught {caught:.1f} failing jobs here only because this model's shortest runtime to "
+                    f"failure is {format_seconds(first)} (the DRE records hold only jobs that ran at least 5 "
+                    "minutes), so it can only cost GPU time, and no public data show the early failures a pre-run is "
+                    "meant to catch."), "the fitted runtimes to failure start no earlier than the pre-run ends")
             elif first >= prerun_s:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs: this "
-                         f"model's shortest runtime to failure is {format_seconds(first)}, no shorter than the pre-run"
-                         + (" (its runtimes come from the DRE records, which hold only jobs that ran at least 5 "
-                            "minutes)" if model == "fitted" else "")
-                         + ", so a pre-run can only cost GPU time here.")
+                text += " " + tagged(ASSUMPTION, (
+                    f"The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs: this model's shortest "
+                    f"runtime to failure is {format_seconds(first)}, no shorter than the pre-run, so a pre-run can "
+                    "only cost GPU time here."), "the failure model's runtimes to failure")
             else:
-                text += (f" The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs (this "
-                         f"model's runtimes to failure start at {format_seconds(first)}).")
+                text += " " + tagged(ASSUMPTION, (
+                    f"The {format_seconds(prerun_s)} pre-run caught {caught:.1f} failing jobs (this model's runtimes "
+                    f"to failure start at {format_seconds(first)})."), "the failure model's runtimes to failure")
         parts.append(text)
     return f"At {main_load}: " + " ".join(parts)
+
+
+def _wait_words(row, change: Interval) -> str:
+    """The never-failing jobs' wait change in words (:func:`_change_words`), or, on a base near zero
+    (:func:`.common.near_zero_reason`), the paired difference in seconds."""
+    reason = near_zero_reason(float(getattr(row, "good_wait_base", np.nan)), change, "queue_mean_s")
+    if not reason:
+        return _change_words(change)
+    difference = Interval(float(getattr(row, "good_wait_difference", np.nan)),
+                          float(getattr(row, "good_wait_difference_ci_low", np.nan)),
+                          float(getattr(row, "good_wait_difference_ci_high", np.nan)), change.n, change.method)
+    if not np.isfinite(difference.mean):
+        return f"(no ratio: {reason})"
+    interval = (f" [95% CI {difference_text(difference.low, 'queue_mean_s')}, "
+                f"{difference_text(difference.high, 'queue_mean_s')}]" if difference.known else "")
+    return (f"{difference_text(difference.mean, 'queue_mean_s')}{interval} ({direction(difference, 'higher', 'lower')}"
+            f"; a difference, not a ratio: {reason})")
+
+
+def _change_words(ci: Interval) -> str:
+    """'−20% [95% CI −25%, −15%], lower', or '... : no significant difference at 7 blocks': a change stated, not
+    claimed as a finding."""
+    return f"{_ci_text(ci)} ({direction(ci, 'higher', 'lower')})"
 
 
 def _ci_text(ci: Interval) -> str:
@@ -174,22 +235,34 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             wasted, prerun = 100 * rows["wasted_share_mean"].to_numpy(), 100 * rows["prerun_share_mean"].to_numpy()
             err = 100 * np.vstack([rows["wasted_share_mean"] - rows["wasted_share_ci_low"],
                                    rows["wasted_share_ci_high"] - rows["wasted_share_mean"]])
-            axes[r][0].bar(xs, wasted, width, color=colors[load], label=f"failed attempts, {load}",
-                           yerr=np.nan_to_num(err), capsize=2, ecolor="0.3")
-            axes[r][0].bar(xs, prerun, width, bottom=wasted, facecolor="white", edgecolor=colors[load], lw=1.0,
-                           hatch="///", label=f"pre-runs (hatched), {load}")
+            # failed attempts and pre-runs side by side (a pre-run's share is often a sliver of the failed attempts':
+            # stacked, its hatch would not show); a pre-run bar is drawn at least 2% of the tallest bar high, so that
+            # its hatch shows, with its value written above it
+            half = width / 2
+            axes[r][0].bar(xs - half / 2, wasted, half, color=colors[load], yerr=np.nan_to_num(err), capsize=2,
+                           ecolor="0.3", label=f"failed attempts (95% CI), {load}")
+            has_prerun = np.nan_to_num(prerun) > 0
+            if has_prerun.any():
+                axes[r][0].bar(xs[has_prerun] + half / 2, np.maximum(prerun[has_prerun], 0.02 * np.nanmax(wasted)),
+                               half, facecolor="white", edgecolor=colors[load], lw=1.2, hatch="////",
+                               label=f"pre-runs (hatched, at least a sliver high; value above), {load}")
+                for x_pos, value in zip(xs[has_prerun] + half / 2, prerun[has_prerun], strict=True):
+                    axes[r][0].annotate(f"{value:.2f}%", (x_pos, max(value, 0.02 * np.nanmax(wasted))),
+                                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
+                                        color=colors[load])
             change = 100 * rows["good_jct_change"].to_numpy(float)
             err = 100 * np.vstack([rows["good_jct_change"] - rows["good_jct_change_ci_low"],
                                    rows["good_jct_change_ci_high"] - rows["good_jct_change"]])
-            axes[r][1].bar(xs, change, width, color=colors[load], yerr=np.nan_to_num(err), capsize=2, ecolor="0.3",
-                           label=f"change of mean JCT (95% CI), {load}")
+            axes[r][1].bar(xs, change, width, facecolor=colors[load], alpha=0.55, edgecolor=colors[load],
+                           yerr=np.nan_to_num(err), capsize=2, ecolor="0.3",
+                           label=f"never-failing jobs' mean JCT change (95% CI), {load}")
         axes[r][0].set_ylabel("% of all GPU-hours")
-        axes[r][0].set_title(f"GPU time on failed attempts (hatched: pre-runs) · {FAILURE_MODEL_NAMES[model]}",
-                             fontsize=9)
+        axes[r][0].set_title(textwrap.fill(f"GPU time on failed attempts (solid) and pre-runs (hatched) · "
+                                           f"{FAILURE_MODEL_NAMES[model]}", 60), fontsize=9)
         axes[r][1].axhline(0, color="k", lw=0.8)
         axes[r][1].set_ylabel("% change vs no failures")
-        axes[r][1].set_title(f"mean JCT of jobs that never fail, vs the same replay without failures · "
-                             f"{FAILURE_MODEL_NAMES[model]}", fontsize=9)
+        axes[r][1].set_title(textwrap.fill(f"mean JCT of jobs that never fail, vs the same replay without failures · "
+                                           f"{FAILURE_MODEL_NAMES[model]}", 60), fontsize=9)
         axes[r][0].set_ylim(bottom=0)
         for ax in axes[r]:
             ax.set_xticks(range(len(arms)), [textwrap.fill(a, 18) for a in arms])
@@ -201,6 +274,8 @@ def plot_failures(costs: pd.DataFrame, loads: list[str]):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    # two columns: each series' label names its load, so three in a row would run wider than the panels
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 2), frameon=False, fontsize=8,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 * (-(-len(labels) // 2)) / fig.get_figheight()))
     return fig

@@ -14,11 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .common import paired_ratio, percent_text, short_duration
+from .common import paired_ratio, percent_text, ratio_text, short_duration
 from .intervals import Interval
+from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 
-#: What a result rests on: it emerged from the simulation; the setup guarantees it; it rests on an assumed input.
-KINDS = ("mechanism", "by construction", "assumption")
+#: The headline target: a 95% interval on a relative change no wider than this either side of its estimate.
+TARGET_HALF_WIDTH = 0.10
+#: An effect of at least this factor (or at most its inverse) is large: its interval misses the target for its size
+#: (:func:`interval_target`), since an interval scales with the effect it brackets.
+LARGE_EFFECT = 2.0
 #: The implications, in the order of notebook 06's opening table, with their results.json key part.
 IMPLICATIONS = {
     "prioritize locality": "prioritize_locality",
@@ -56,8 +60,51 @@ class Answer:
             + (f" [95% CI {percent_text(ci.low, digits)}, {percent_text(ci.high, digits)}]" if ci.known else ""))
         detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.{digits}f}%"
         return {"implication": self.implication, "answer": self.answer, "change": shown, "comparison": self.comparison,
-                "smallest detectable change": detectable, "rests on": self.kind, "replicates": self.replicates,
-                "why": self.why}
+                "smallest detectable change": detectable, "±10-point target": interval_target(ci, self.kind, self.why),
+                "rests on": self.kind, "replicates": self.replicates, "why": self.why}
+
+
+def interval_target(change: Interval | None, kind: str = "", assumed: str = "") -> str:
+    """Whether a change's 95% interval meets the ±10-point target (:data:`TARGET_HALF_WIDTH`), and why not, from its
+    numbers: 'met (±3.1 points)'; for a large effect (:data:`LARGE_EFFECT`) whose direction is certain, that an effect
+    that large has an interval wider than ±10 points in relative terms (its ends as shares of the effect itself);
+    otherwise that the blocks disagree more than the design resolves (its smallest detectable change). ``kind``
+    'assumption' adds that the effect rests on an assumed input (``assumed``: which). '' without an interval."""
+    if change is None or not change.known:
+        return ""
+    half = max(change.high - change.mean, change.mean - change.low)
+    if half <= TARGET_HALF_WIDTH:
+        return f"met (±{100 * half:.1f} points)"
+    span = (f"{percent_text(change.low)} to {percent_text(change.high)}, {100 * (change.high - change.low):.0f} "
+            "points")
+    certain = change.above(0.0) or change.below(0.0)
+    effect = 1.0 + change.mean
+    if certain and not 1 / LARGE_EFFECT < effect < LARGE_EFFECT:
+        ends = f"{percent_text((1 + change.low) / effect - 1)} to {percent_text((1 + change.high) / effect - 1)}"
+        text = (f"not met ({span}): an effect of {ratio_text(change.mean, as_factor=change.mean >= 1.0)} has an "
+                f"interval wider than ±10 points although its direction is certain (the whole interval lies "
+                f"{'above' if change.above(0.0) else 'below'} no change): relative to the effect itself it spans "
+                f"{ends}, and ±10 points would need the effect known to ±{100 * TARGET_HALF_WIDTH / effect:.1f}% of "
+                "itself")
+    else:
+        detectable = ("" if not np.isfinite(change.detectable)
+                      else f"; the smallest change it could detect is ±{100 * change.detectable:.0f}%")
+        text = (f"not met ({span}): the blocks disagree more than this design resolves{detectable}"
+                + ("; its direction is certain all the same" if certain else ""))
+    if kind == ASSUMPTION:
+        text += "; and it rests on an assumed input" + (f" ({assumed})" if assumed else "")
+    return text
+
+
+def target_note(answers: list[Answer]) -> str:
+    """The answers whose interval misses the ±10-point target, each with why (:func:`interval_target`); '' when every
+    answer with an interval meets it."""
+    missed = [(a, interval_target(a.change, a.kind, a.why)) for a in answers]
+    missed = [(a, why) for a, why in missed if why.startswith("not met")]
+    if not missed:
+        return ""
+    return ("Intervals wider than the ±10-point target: " + "; ".join(f"*{a.implication}* ({a.comparison}): {why}"
+                                                                    for a, why in missed) + ".")
 
 
 def interval_digits(change: Interval | None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .common import best_arm, compare_arms, format_seconds, judged_change, mean_where
+from .kinds import ASSUMPTION, MECHANISM, tagged
 
 
 class DedicatedPlacement:
@@ -82,9 +83,19 @@ def interference_arm(row) -> str:
     return name + (" + migration" if bool(row["migration"]) else "")
 
 
-def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str) -> str:
-    """One sentence: isolation vs packing vs spreading (speed, large jobs' fragmentation wait, JCT), and migration;
-    each change paired by seed and named as a direction only outside its interval."""
+def scenario_kind(scenario: str | None) -> tuple[str, str]:
+    """What a result under an interference scenario rests on: with no colocation slowdown ('none') it emerges from
+    the simulation; under any other it rests on the assumed slowdown (no public data measure it)."""
+    if scenario in (None, "none"):
+        return MECHANISM, ""
+    return ASSUMPTION, (f"the colocation slowdown of scenario '{scenario}' is assumed (no public data measure it), "
+                        "and the result follows from it")
+
+
+def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str, scenario: str | None = None) -> str:
+    """One sentence, tagged by what it rests on (:func:`scenario_kind` of ``scenario``): isolation vs packing vs
+    spreading (speed, large jobs' fragmentation wait, JCT), and migration; each change paired by seed and named as a
+    direction only outside its interval."""
     at = rows[rows["load_label"] == main_load]
     everyone, large = at[at["bucket"] == "all"], at[at["bucket"] == bucket]
     arms = ["pack (best fit)", "spread (Philly)", "dedicated servers"]
@@ -98,11 +109,13 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str) -> 
                 f"{judged_change(everyone, mig[0], best, 'jct_mean_s')})")
     elif best is not None:
         tail = ", and the lowest mean JCT of all jobs came from Philly's spreading"
-    return (f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} on dedicated servers vs {speed[0]:.2f} "
-            f"packed and {speed[1]:.2f} spread, while {bucket}-GPU jobs waited on average "
-            f"{format_seconds(frag[2])} for a local placement with dedicated servers vs {format_seconds(frag[0])} "
-            f"packed and {format_seconds(frag[1])} spread; under spreading, migration "
-            f"{compare_arms(large, *mig, 'frag_delay_mean_s', 'that wait')}" + tail + ".")
+    kind, because = scenario_kind(scenario)
+    return tagged(kind,
+                  f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} on dedicated servers vs {speed[0]:.2f} "
+                  f"packed and {speed[1]:.2f} spread, while {bucket}-GPU jobs waited on average "
+                  f"{format_seconds(frag[2])} for a local placement with dedicated servers vs "
+                  f"{format_seconds(frag[0])} packed and {format_seconds(frag[1])} spread; under spreading, migration "
+                  f"{compare_arms(large, *mig, 'frag_delay_mean_s', 'that wait')}" + tail + ".", because)
 
 
 def interference_conclusion_by_scenario(rows: pd.DataFrame, main_load: str, bucket: str) -> str:
@@ -112,13 +125,18 @@ def interference_conclusion_by_scenario(rows: pd.DataFrame, main_load: str, buck
         part = rows[rows["interference"] == scenario]
         everyone = part[(part["load_label"] == main_load) & (part["bucket"] == "all")]
         best[scenario] = best_arm(everyone, "jct_mean_s")[0]
-        parts.append(f"Assuming interference '{scenario}': " + interference_conclusion(part, main_load, bucket))
+        parts.append(f"Assuming interference '{scenario}': "
+                     + interference_conclusion(part, main_load, bucket, scenario))
     winners = set(best.values())
-    tail = (f"The lowest mean JCT comes from '{next(iter(winners))}' under every assumed interference (whether it "
-            "is significantly lower is said scenario by scenario above)."
-            if len(winners) == 1 else
-            "Which placement gives the lowest mean JCT depends on the assumed interference ("
-            + "; ".join(f"{s}: '{b}'" for s, b in best.items()) + ").")
+    assumed = [s for s in best if s != "none"]
+    kind, because = (MECHANISM, "") if not assumed else (
+        ASSUMPTION, f"which placement wins rests on the assumed colocation slowdown ({', '.join(map(repr, assumed))})")
+    tail = tagged(kind,
+                  f"The lowest mean JCT comes from '{next(iter(winners))}' under every assumed interference (whether "
+                  "it is significantly lower is said scenario by scenario above)."
+                  if len(winners) == 1 else
+                  "Which placement gives the lowest mean JCT depends on the assumed interference ("
+                  + "; ".join(f"{s}: '{b}'" for s, b in best.items()) + ").", because)
     return (" ".join(parts) + " " + tail + " No data here measure colocation interference: each scenario is an "
             "assumption (the paper's Table 4 ratios are one of them, an input here, not a result), so this experiment "
             "says what follows from each, not which holds.")

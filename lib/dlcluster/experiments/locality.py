@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..sim import PhillyPolicy
-from .common import best_arm, compare_arms, format_seconds, judged_change, mean_where, short_duration
+from .common import arm_change, best_arm, compare_arms, format_seconds, judged_change, mean_where, short_duration
+from .kinds import BY_CONSTRUCTION, MECHANISM, kind_tag, tagged
 
 #: A job that holds its GPUs at least this long counts as long (locality experiment).
 LONG_JOB_S = 3600.0
@@ -39,23 +40,35 @@ def locality_arm(row) -> str:
     return {"strict": "strict locality", "any": "no locality (any GPUs)"}[row["locality"]]
 
 
+def useful_share_reason(bucket: str) -> str:
+    """Why the useful share under strict locality follows from the setup for ``bucket`` jobs: the slowdown model
+    charges only spread placements, and strict locality spreads no job that fits on one server, while a gang of more
+    than 8 GPUs spans servers under every arm."""
+    if bucket == ">8":
+        return ("a gang of more than 8 GPUs spans servers under every arm (8 GPUs per server), and the slowdown model "
+                "charges one factor for any spread placement")
+    return ("strict locality never spreads a job that fits on one server, and the slowdown model charges only spread "
+            "placements")
+
+
 def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_load: str,
                         default_arm: str = "relax after 3 min") -> str:
-    """One sentence: strict locality vs Philly's default relaxation for ``bucket`` jobs, load by load:
-    queueing delay, JCT and the useful share of their GPU time.
+    """Strict locality vs Philly's default relaxation for ``bucket`` jobs, load by load, tagged by kind
+    (:mod:`.kinds`): their queueing delay and JCT (mechanism: they emerge from the simulation) and the useful
+    share of their GPU time (by construction: :func:`useful_share_reason`), stated without a finding's verb.
 
     ``rows``: the locality experiment's rows (with ``arm``, ``load_label``, ``seed``); each change is paired by
     seed, with its 95% interval, and named as a direction only where the interval excludes no change.
     """
     strict = "strict locality"
-    clauses = []
+    clauses, useful = [], []
     for load in [main_load, *[lo for lo in loads if lo != main_load]]:
         part = rows[(rows["load_label"] == load) & (rows["bucket"] == bucket)]
         queue = compare_arms(part, default_arm, strict, "queue_mean_s", "their mean queueing delay")
-        useful = compare_arms(part, default_arm, strict, "useful_share", "the useful share of their GPU time",
-                              fmt=lambda v: f"{v:.0%}")
         jct = compare_arms(part, default_arm, strict, "jct_mean_s", "their mean JCT")
-        clauses.append(f"at {load} it {queue}, {useful} and {jct}")
+        clauses.append(f"at {load} it {queue} and {jct}")
+        share, _ = arm_change(part, default_arm, strict, "useful_share", fmt=lambda v: f"{v:.0%}")
+        useful.append(f"at {load}, {share}")
     at_main = rows[(rows["load_label"] == main_load) & (rows["bucket"] == bucket)]
     best, value = best_arm(at_main, "jct_mean_s")
     tail = ""
@@ -64,8 +77,11 @@ def locality_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str, main_
                 f"{judged_change(at_main, default_arm, best, 'jct_mean_s')})")
     elif best is not None:
         tail = f"; the lowest mean JCT for them at {main_load} came with the default ({format_seconds(value)})"
-    return (f"Holding {bucket}-GPU jobs to strict locality instead of Philly's '{default_arm}': "
-            + "; ".join(clauses) + tail + ".")
+    found = tagged(MECHANISM, f"Holding {bucket}-GPU jobs to strict locality instead of Philly's '{default_arm}': "
+                   + "; ".join(clauses) + tail + ".")
+    shares = tagged(BY_CONSTRUCTION, f"The useful share of their GPU time, '{default_arm}' → strict locality: "
+                    + "; ".join(useful) + ".", useful_share_reason(bucket))
+    return f"{found} {shares}"
 
 
 def strict_locality_explanation(rows: pd.DataFrame, main_load: str, default_arm: str) -> str:
@@ -86,14 +102,19 @@ def strict_locality_explanation(rows: pd.DataFrame, main_load: str, default_arm:
         return ", ".join(f"{b}-GPU jobs {fmt(value(strict, b, metric))} against {fmt(value(default_arm, b, metric))}"
                          for b in buckets)
 
-    text = (f"Under strict locality the {compared(shorter, 'queue_mean_s', format_seconds)} (mean first wait, "
-            f"'{default_arm}' second). The same runs say why:")
+    waits = "; ".join(f"{b}-GPU jobs {judged_change(at[at['bucket'] == b], default_arm, strict, 'queue_mean_s')}"
+                      for b in shorter)
+    text = (f"{kind_tag(MECHANISM)} Mean first wait, '{default_arm}' → strict locality: {waits}. The same runs say "
+            "why:")
     held = [b for b in ("2-4", "5-8") if value(strict, b, "queue_mean_s") > value(default_arm, b, "queue_mean_s")]
     if held:
         text += (f" strict locality holds the {' and '.join(held)}-GPU gangs back until one server has room (their "
                  f"waits: {compared(held, 'queue_mean_s', format_seconds)}), and while they wait their GPUs go to "
                  f"jobs that fit anywhere, above all 1-GPU jobs, which always meet locality (GPU-hours held in the "
                  f"measured span: {compared(held, 'gpu_hours', lambda v: f'{v:,.0f}')});")
+    if ">8" not in shorter:
+        return text.rstrip(";") + "."
     spread = ", ".join(f"{value(default_arm, b, 'spread_share'):.0%} of {b}-GPU jobs" for b in ("2-4", "5-8"))
-    return (text + f" where '{default_arm}' ran {spread} over more than one server, strict locality spreads none, "
-            "which leaves whole servers free more often for >8-GPU gangs, which need whole servers.")
+    return (text + f" where '{default_arm}' ran {spread} over more than one server, strict locality spreads none "
+            f"({value(strict, '2-4', 'spread_share'):.0%} and {value(strict, '5-8', 'spread_share'):.0%}), which "
+            "leaves whole servers free more often for >8-GPU gangs, which need whole servers.")

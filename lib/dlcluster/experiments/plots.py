@@ -27,6 +27,10 @@ POLICY_COLORS = {"FIFO": "#8C8C8C", "Philly": "#4C72B0", "Tiresias 2D-LAS": "#55
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
 
 TIME_FLOOR_S = 1.0
+#: A time panel spans at most this many decades: values below its floor are drawn at the floor, and the panel says so,
+#: so that one arm's weeks of waiting do not stretch the axis down to seconds (an axis from 1 s to a year shows neither
+#: end well).
+MAX_TIME_DECADES = 5
 #: The widest a row of panels may be (inches); a wider grid is stacked, one metric per row.
 MAX_ROW_WIDTH_IN = 18.0
 #: Horizontal room for one x position (inches), so that wrapped category labels do not collide.
@@ -48,18 +52,29 @@ def metric_unit(metric: str) -> str:
 def plot_points(ax, summary: pd.DataFrame, metric: str, x: str, hue: str, x_order: list, hue_order: list,
                 colors: dict, width: float = 0.7) -> None:
     """Mean (marker) and 95% interval (bar) of ``metric`` per (x, hue); hues side by side within each x position,
-    each with its own marker. The panel's range holds every interval. Time metrics go on a log axis (values below
-    1 s drawn at 1 s)."""
+    each with its own marker. The panel's range holds every interval. Time metrics go on a log axis of at most
+    :data:`MAX_TIME_DECADES` decades below the highest end (values below that floor, or below 1 s, drawn at the
+    floor, which the panel names)."""
+    from ..analysis.delays import format_seconds
+
     rows = summary[summary["metric"] == metric]
     step = width / max(len(hue_order), 1)
     is_time = metric in TIME_METRICS
-    shown = []
-    for k, h in enumerate(hue_order):
+    series = []
+    for h in hue_order:
         part = rows[rows[hue] == h].set_index(x).reindex(x_order)
+        series.append([part[c].to_numpy(float) for c in ("mean", "ci_low", "ci_high")])
+    finite = [v for values in series for array in values for v in array if np.isfinite(v)]
+    floor = TIME_FLOOR_S
+    if is_time and finite:
+        floor = max(TIME_FLOOR_S, 1.6 * max(finite) / 10 ** MAX_TIME_DECADES)
+    clipped = False
+    shown = []
+    for k, (h, (mean, low, high)) in enumerate(zip(hue_order, series, strict=True)):
         xs = np.arange(len(x_order)) - width / 2 + step * (k + 0.5)
-        mean, low, high = (part[c].to_numpy(float) for c in ("mean", "ci_low", "ci_high"))
         if is_time:
-            mean, low, high = (np.maximum(v, TIME_FLOOR_S) for v in (mean, low, high))
+            clipped = clipped or bool(np.any(np.isfinite(mean) & (mean < floor)))
+            mean, low, high = (np.maximum(v, floor) for v in (mean, low, high))
         err = np.vstack([np.where(np.isnan(low), 0, mean - low), np.where(np.isnan(high), 0, high - mean)])
         ax.errorbar(xs, mean, yerr=err, fmt=MARKERS[k % len(MARKERS)], ms=5, capsize=2,
                     color=colors.get(h, "0.3"), label=str(h), mfc="white" if k % 2 else None)
@@ -73,7 +88,10 @@ def plot_points(ax, summary: pd.DataFrame, metric: str, x: str, hue: str, x_orde
     lo, hi = min(shown), max(shown)
     if is_time:
         ax.set_yscale("log")
-        duration_axis(ax, "y", METRIC_LABELS.get(metric, metric), max(lo / 1.6, 0.7), hi * 1.6)
+        duration_axis(ax, "y", METRIC_LABELS.get(metric, metric), max(lo / 1.6, 0.7 * floor), hi * 1.6)
+        if clipped:
+            ax.text(0.01, 0.99, f"means below {format_seconds(floor)} drawn at {format_seconds(floor)}",
+                    transform=ax.transAxes, fontsize=7, va="top", ha="left", color="0.35")
     else:
         pad = 0.08 * (hi - lo) if hi > lo else 0.1 * max(abs(hi), 1e-9)
         ax.set_ylim(lo - pad, hi + pad)

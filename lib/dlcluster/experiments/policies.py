@@ -6,16 +6,73 @@ import numpy as np
 import pandas as pd
 
 from ..ordering import decision_value
+from ..report.verdicts import HOLDS, Outcome, Side, judge
+from ..sim.policies import POLICIES
 from ..trace.schema import SIZE_BUCKETS
-from .common import arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where
+from .common import arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where, paired_change
+from .kinds import kind_tag, load_kind
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
+#: The measures each policy is compared with Philly on: the mean JCT, every wait (comparable across preemptive and
+#: non-preemptive policies) and the first wait (comparable only between policies that never preempt).
+POLICY_METRICS = ("jct_mean_s", "wait_total_mean_s", "queue_mean_s")
+
+
+def is_preemptive(arm: str) -> bool:
+    """Whether the policy of an arm (its name in :data:`POLICY_NAMES`) preempts running jobs."""
+    names = {name: key for key, name in POLICY_NAMES.items()}
+    if arm not in names:
+        raise ValueError(f"unknown policy arm {arm!r}; expected one of {list(names)}")
+    return bool(POLICIES[names[arm]].preemptive)
+
+
+def first_wait_side(arm: str, selection: str) -> Side:
+    """What an arm's mean first wait measures: under a preemptive policy it leaves out a preempted job's later
+    waits, under any other it is a started job's only wait for a scheduler's decision."""
+    if is_preemptive(arm):
+        return Side("wait from submit to the first start; a preempted job's later waits are not in it (a preemptive "
+                    "policy)", selection)
+    return Side("wait from submit to the first start; a started job is never preempted, so no later wait for a "
+                "scheduler's choice is left out (a non-preemptive policy)", selection)
+
+
+def first_wait_verdict(arm: str, base: str, n_jobs: float, selection: str = "the measured jobs of the replay"):
+    """Whether ``arm``'s first wait compares with ``base``'s, by the project's one standard
+    (:func:`dlcluster.report.verdicts.judge`): ``not comparable`` (another definition) when one policy preempts and
+    the other does not; the verdict's ``like_for_like`` says which."""
+    return judge(Outcome(HOLDS, "the same definition on both sides"), first_wait_side(arm, selection),
+                 first_wait_side(base, selection), n_jobs)
+
+
+def policy_changes(rows: pd.DataFrame, base: str = "Philly") -> pd.DataFrame:
+    """Each policy's paired change against ``base`` (:func:`.common.paired_change`, relative) per load and size
+    bucket on :data:`POLICY_METRICS`. A first-wait comparison between a preemptive and a non-preemptive policy is
+    ``not comparable`` (:func:`first_wait_verdict`): no value, and ``verdict`` / ``why`` say so; compare the mean JCT
+    and every wait (``wait_total_mean_s``) instead."""
+    frames = []
+    for metric in POLICY_METRICS:
+        change = paired_change(rows, "arm", base, metric, ["load_label", "bucket"], relative=True).assign(
+            metric=metric, verdict="", why="")
+        if metric == "queue_mean_s":
+            for index, row in change.iterrows():
+                jobs = rows[(rows["arm"] == base) & (rows["load_label"] == row["load_label"])
+                            & (rows["bucket"] == row["bucket"])]["jobs"].sum()
+                verdict = first_wait_verdict(row["arm"], base, float(jobs))
+                if not verdict.like_for_like.startswith("like for like"):
+                    change.loc[index, ["mean", "ci_low", "ci_high", "detectable"]] = float("nan")
+                    change.loc[index, ["verdict", "why"]] = [verdict.verdict, verdict.reason]
+        frames.append(change)
+    return pd.concat(frames, ignore_index=True)
 
 
 def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
-    """One sentence: the best non-oracle policy's mean JCT against Philly's at each load (paired by seed, named
-    lower or higher only outside its interval), the SRTF bound, and the p99 JCT of ``bucket`` jobs."""
+    """One sentence per load, tagged by what it rests on (:func:`.kinds.load_kind` of the rows' ``load_setting``: the
+    real arrivals are a mechanism, a scaled load an assumption): the best non-oracle policy's mean JCT against
+    Philly's (paired by seed, named lower or higher only outside its interval), the SRTF bound, and the p99 JCT of
+    ``bucket`` jobs."""
+    if "load_setting" not in rows.columns:
+        raise ValueError("policy_conclusion needs the rows' load_setting ('real' or a scaled load) to tag each result")
     clauses = []
     oracle = POLICY_NAMES["srtf"]
     for load in loads:
@@ -24,10 +81,11 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
         best, value = best_arm(everyone, "jct_mean_s", exclude=(oracle,))
         if best is None:
             continue
+        tag = kind_tag(*load_kind(str(at["load_setting"].iloc[0])))
         means = arm_means(everyone[everyone["arm"] != oracle], "jct_mean_s").map(decision_value)
         if means.max() <= 1.005 * means.min():  # nothing queues: order and preemption have nothing to act on
             waited = level_interval(everyone, "waited_share").mean if "waited_share" in everyone else float("nan")
-            clauses.append(f"at {load} every non-oracle policy had the same mean JCT within 0.5% "
+            clauses.append(f"{tag} at {load} every non-oracle policy had the same mean JCT within 0.5% "
                            f"({format_seconds(value)})"
                            + (f": only {waited:.1%} of the jobs ever waited for GPUs, so the queue order had almost "
                               "nothing to act on" if np.isfinite(waited) else ""))
@@ -45,7 +103,7 @@ def policy_conclusion(rows: pd.DataFrame, loads: list[str], bucket: str) -> str:
                 by_size.append(f"{size} GPU{'' if size == '1' else 's'}: {size_best}")
         ties = tie_clause(everyone[everyone["arm"] != oracle])
         clauses.append(
-            f"at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_seconds(value)}; "
+            f"{tag} at {load} the lowest mean JCT of the non-oracle policies was {best}'s ({format_seconds(value)}; "
             f"Philly → {other}: {change}{bound}), with p99 JCT of {bucket}-GPU jobs "
             f"{format_seconds(mean_where(large, 'jct_p99_s', arm='Philly'))} under Philly vs "
             f"{format_seconds(mean_where(large, 'jct_p99_s', arm=other))} under {other}"
@@ -101,6 +159,7 @@ def policy_context(rows: pd.DataFrame, load: str, arm: str = "Philly") -> str:
     wait_interval = (f" [95% CI {format_seconds(wait.low)}, {format_seconds(wait.high)}]" if wait.known else "")
     acts = ("so queue order and preemption had almost nothing to act on, and the policies can only tie here"
             if waited.mean < 0.01 else "so queue order and preemption had queues to act on")
-    return (f"Under {arm} at {load}, {waited.mean:.1%}{interval} of the jobs waited for GPUs at all (behind other "
-            f"jobs, a quota or cap, or locality), and the mean wait of all jobs was {format_seconds(wait.mean)}"
+    tag = kind_tag(*load_kind(str(at["load_setting"].iloc[0])))
+    return (f"{tag} Under {arm} at {load}, {waited.mean:.1%}{interval} of the jobs waited for GPUs at all (behind "
+            f"other jobs, a quota or cap, or locality), and the mean wait of all jobs was {format_seconds(wait.mean)}"
             f"{wait_interval}" + (f" (by job size: {', '.join(by_size)})" if by_size else "") + f": {acts}.")
