@@ -777,6 +777,56 @@ def test_polish_takes_single_moves_until_none_improves():
     assert best.placement == "packed" and best.rack_size == 16 and not sr.optimum_reached(check)
 
 
+def test_polish_replays_no_parameter_set_twice_and_no_inert_move():
+    from dlcluster.validation import search as sr
+    space = {"placement": ["most_free", "best_fit", "packed"], "rack_size": [16, 32], "steer_single": [True, False]}
+    replayed = []
+
+    def objective(params):   # as above; steer_single acts only on the packed placement, where it costs 0.5
+        replayed.append(params)
+        value = {"most_free": 0.0, "best_fit": -1.0, "packed": -2.0}[params.placement] - (params.rack_size == 32) \
+            + 0.5 * (params.placement == "packed" and not params.steer_single)
+        return measures.Evaluation(value, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+
+    start = vc.ReplayParams(placement="most_free", rack_size=16, steer_single=True)
+    best, check = sr.polish(objective, start, space, rounds=5, workers=1, best_objective=0.0)
+    assert (best.placement, best.rack_size, best.steer_single) == ("packed", 32, True) and sr.optimum_reached(check)
+    # round 1 from most_free/16: best_fit, packed, 32 (steer_single is inert: not replayed); round 2 from packed/16:
+    # 32 and steer_single off (most_free/16 is the start, best_fit/16 was round 1's); round 3 from packed/32: best_fit
+    # at 32 and steer_single off (most_free/32 was round 1's, packed/16 round 2's best)
+    assert [(p.placement, p.rack_size, p.steer_single) for p in replayed] == [
+        ("best_fit", 16, True), ("packed", 16, True), ("most_free", 32, True),
+        ("packed", 32, True), ("packed", 16, False),
+        ("best_fit", 32, True), ("packed", 32, False)]
+    last = check.set_index(["parameter", "moved"])
+    assert not last["inert"].any() and last.loc[("steer_single", "False"), "objective_change"] == 0.5
+    # from a most_free best the packing rule cannot act: marked inert, the best's objective, never replayed
+    replayed.clear()
+    _, check = sr.polish(objective, vc.ReplayParams(placement="best_fit", rack_size=32), space, rounds=1, workers=1,
+                         best_objective=-2.0)
+    row = check.set_index(["parameter", "moved"]).loc[("steer_single", "False")]
+    assert row["inert"] and row["objective_change"] == 0.0 and not row["improves"]
+    assert all(p.steer_single for p in replayed) and len(replayed) == 3
+
+
+def test_effective_params_reset_only_fields_that_cannot_act():
+    base = vc.ReplayParams()
+    # without Philly's packing its rules cannot act; with it they do
+    assert vc.ReplayParams(steer_single=False, gang_whole_servers=False).effective() == base
+    packed = vc.ReplayParams(placement="packed", steer_single=False)
+    assert packed.effective() == packed
+    # the gang timeout acts only where locality relaxes; the relax timeout not under "any" with the gang back-off
+    assert vc.ReplayParams(locality="any", gang_relax_after_s=600.0, relax_after_s=60.0).effective() == \
+        vc.ReplayParams(locality="any")
+    every = vc.ReplayParams(locality="any", relax_after_s=60.0, backoff="every")
+    assert every.effective() == every
+    relaxing = vc.ReplayParams(gang_relax_after_s=600.0, relax_after_s=60.0)
+    assert relaxing.effective() == relaxing
+    # caps from demand replace the factor
+    assert vc.ReplayParams(cap_quantile=0.8, max_capacity_factor=2.0).effective() == vc.ReplayParams(cap_quantile=0.8)
+    assert vc.ReplayParams(max_capacity_factor=2.0).effective().max_capacity_factor == 2.0
+
+
 def test_placement_variants_switch_each_packing_rule():
     packed = vc.ReplayParams(placement="packed")
     rows = heldout.placement_variants(packed)

@@ -51,6 +51,7 @@ import bisect
 import gc
 import heapq
 import time as wallclock
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -78,7 +79,23 @@ _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int
 _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
 _FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
 _RELAXED, _PLACED, _CONTENDED = int(LocalityEnd.RELAXED), int(LocalityEnd.PLACED), int(LocalityEnd.CONTENDED)
+# plain ints in the hot paths: an enum member's attribute lookup costs several times an int comparison
+_FINISHED, _FAILED, _PREEMPTED = int(Outcome.FINISHED), int(Outcome.FAILED), int(Outcome.PREEMPTED)
+_MIGRATED, _PRERUN_DONE = int(Outcome.MIGRATED), int(Outcome.PRERUN_DONE)
 _INF = float("inf")
+
+
+@contextmanager
+def _gc_paused():
+    """The cyclic garbage collector paused (and restored as it was): for phases that make or keep many objects and
+    no reference cycles."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class Simulator:
@@ -123,6 +140,7 @@ class Simulator:
             raise ValueError(f"retry: unknown preset {retry!r}; choose from {sorted(RETRY_PRESETS)}")
         self.workload, self.topology, self.seed = workload, topology, seed
         self.policy = make_policy(policy)
+        self._relaxes = self.policy.relaxes   # read for every cause set: a property, looked up once
         self.placement = make_placement(placement or self.policy.default_placement)
         if isinstance(slowdown, str) and slowdown == "default":
             slowdown = default_slowdown_model()
@@ -156,7 +174,8 @@ class Simulator:
         self.cluster = ClusterState(topology) if gpu_pools is None else PooledCluster(topology)
         self.pools = None if gpu_pools is None else self.cluster
         self._setup_vcs(quotas)
-        self._setup_jobs()
+        with _gc_paused():   # ~10^5 job objects: the cyclic collector would rescan them as they are made
+            self._setup_jobs()
         if self.pools is not None:
             for job, pool in zip(self.jobs, self.pools.pool_index(gpu_pools), strict=True):
                 job.pool = pool
@@ -253,13 +272,8 @@ class Simulator:
     def run(self) -> SimResult:
         # The loop creates no reference cycles but keeps ~10^6 objects alive: the cyclic garbage
         # collector would rescan them over and over (~15% of the time), so it is paused for the run.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             return self._run()
-        finally:
-            if collecting:
-                gc.enable()
 
     def _run(self) -> SimResult:
         started = wallclock.perf_counter()
@@ -339,20 +353,20 @@ class Simulator:
             return
         job.work_left = 0.0
         if job.in_prerun:
-            self._stop(job, now, Outcome.PRERUN_DONE)
+            self._stop(job, now, _PRERUN_DONE)
             job.in_prerun, job.gpus_now = False, job.num_gpus
             job.min_level = int(best_feasible_level(job.num_gpus, self.cluster.max_cap, self.cluster.max_rack_cap))
             job.work_left = job.target_work
             self._enqueue(job, now)
             return
-        self._stop(job, now, Outcome.FINISHED)
+        self._stop(job, now, _FINISHED)
         job.early_stopped = job.target_work < job.service
         self._finish(job, "Pass", now)
 
     def _on_fail(self, job: Job, token: int, now: float) -> None:
         if token != job.attempt_token or job.state is not _RUNNING:
             return
-        self._stop(job, now, Outcome.FAILED)
+        self._stop(job, now, _FAILED)
         job.failures += 1
         cls = self.failure_classes[job.fail_class]
         retry = self.retry_policy
@@ -463,10 +477,11 @@ class Simulator:
         self.policy.on_start(job, now, self)
         self._refresh_neighbours(job, now)
 
-    def _end_attempt(self, job: Job, now: float, outcome: Outcome) -> None:
+    def _end_attempt(self, job: Job, now: float, outcome: int) -> None:
+        """``outcome``: an :class:`Outcome`'s value."""
         self._advance(job, now)
         job.attained += job.gpus_now * (now - job.attempt_start)
-        self.attempt_log.append((job.idx, job.attempt_start, now, int(outcome), job.alloc, job.attempt_level,
+        self.attempt_log.append((job.idx, job.attempt_start, now, outcome, job.alloc, job.attempt_level,
                                  job.in_prerun, job.gpus_now, job.num_racks))
         job.num_attempts += 1
         self.cluster.release(job.idx, job.alloc)
@@ -482,26 +497,26 @@ class Simulator:
         self.policy.on_stop(job, now, self)
         self._refresh_neighbours(job, now)
 
-    def _stop(self, job: Job, now: float, outcome: Outcome) -> None:
+    def _stop(self, job: Job, now: float, outcome: int) -> None:
         """End the running attempt and free its GPUs (finish, failure, pre-run end, preemption)."""
         self._end_attempt(job, now, outcome)
         job.fail_at = None
         self._capacity_freed = True
 
     def preempt_job(self, job: Job, now: float) -> None:
-        self._stop(job, now, Outcome.PREEMPTED)
+        self._stop(job, now, _PREEMPTED)
         job.preemptions += 1
         self._enqueue(job, now)
 
     def move(self, job: Job, counts, level: int, now: float, pause_s: float) -> None:
         """Migrate a running job to ``counts``; it makes no progress for ``pause_s``."""
         fail_at = job.fail_at
-        self._end_attempt(job, now, Outcome.MIGRATED)
+        self._end_attempt(job, now, _MIGRATED)
         job.migrations += 1
         self._begin_attempt(job, counts, level, now, now + pause_s)
         if fail_at is not None:
             job.fail_at = fail_at
-            self.schedule(fail_at, EventKind.ATTEMPT_FAIL, job, job.attempt_token)
+            self.schedule(fail_at, _FAIL, job, job.attempt_token)
 
     def _arm_failure(self, job: Job, now: float) -> None:
         job.fail_at = None
@@ -513,7 +528,7 @@ class Simulator:
             job.failure_cleared = True
             return
         job.fail_at = now + float(self.draws.rtf_s[job.idx, k])
-        self.schedule(job.fail_at, EventKind.ATTEMPT_FAIL, job, job.attempt_token)
+        self.schedule(job.fail_at, _FAIL, job, job.attempt_token)
 
     # ------------------------------------------------------------- progress
     def _advance(self, job: Job, now: float) -> None:
@@ -610,16 +625,19 @@ class Simulator:
         group is dropped. Cost grows with jobs started and groups, not queue length.
         Without backfill, a VC's first job that cannot start drops the whole VC.
         """
-        quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
+        cluster = self.cluster
         # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
         capped = not self.policy.preemptive
+        if capped and cluster.total_free == 0:   # a full cluster: the pass would stop before its first job
+            return
+        quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
         state = PassState()
         head_of_line = not self.policy.backfill
         blocked = set()
         # with backfill and no preemption a gang larger than the free GPUs (and the GPUs waiting gangs hold for
         # themselves) cannot start in this pass, whatever runs before it: its group is left out (most passes free a
         # few GPUs for a long queue)
-        room = self.cluster.total_free + max(held) if capped and not head_of_line else self.cluster.total_gpus
+        room = cluster.total_free + max(held) if capped and not head_of_line else cluster.total_gpus
         heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
                  for g, by_level in by_gpus.items() if g <= room
                  for level, group in by_level.items() if group[0][1].level >= 0]   # a held job waits for its timer
@@ -627,7 +645,7 @@ class Simulator:
         borrowers = []
         for phase in (0, 1):
             while heads:
-                if self._stop_placing(state):
+                if cluster.total_free == 0 and (capped or state.nobody_preemptible):   # _stop_placing, inlined
                     return
                 _, vc, g, level = heapq.heappop(heads)
                 group = groups[vc].get(g, {}).get(level)
@@ -655,11 +673,16 @@ class Simulator:
 
     def _place_jobs(self, jobs, now: float) -> None:
         """Try just these jobs (new or relaxed; nothing was freed since the others last failed)."""
+        if self.cluster.total_free == 0 and not self.policy.preemptive:   # as _stop_placing before the first job
+            return
         quota, cap, used = self.quota, self.vc_cap, self.vc_used
         state = PassState()
         borrowers = []
-        # a job may be listed twice (enqueued, then held or relaxed at the same instant)
-        for _, job in sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values()):
+        if len(jobs) == 1:   # most passes try one new job
+            ordered = [(jobs[0].key, jobs[0])] if jobs[0].state is _WAITING and jobs[0].level >= 0 else ()
+        else:   # a job may be listed twice (enqueued, then held or relaxed at the same instant)
+            ordered = sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values())
+        for _, job in ordered:
             if self._stop_placing(state):
                 return
             if job.state is not _WAITING:
@@ -688,20 +711,20 @@ class Simulator:
 
     def _try_place(self, job: Job, state: PassState, now: float, same_as_failed: bool) -> bool:
         g = job.gpus_now
-        key = (g, job.level, job.pool)
+        failed = state.failed
         # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
         # victims' GPUs then count: _choose_victims checks the cap after freeing them)
-        if g <= self.cluster.total_free and not (same_as_failed and key in state.failed) and \
-                g <= self.vc_cap[job.vc] - self.vc_used[job.vc] and \
+        if g <= self.cluster.total_free and not (same_as_failed and failed and (g, job.level, job.pool) in failed) \
+                and g <= self.vc_cap[job.vc] - self.vc_used[job.vc] and \
                 (self.lending_state is None or g <= self.lending_state.room(job.vc)):
             choice = self.choose(job)
             if choice is not None:
                 self.start(job, choice[0], choice[1], now)
                 return True
             if self.migration is not None and self.migration.defragment and self.migration.make_room(self, job, now):
-                state.failed.clear()
+                failed.clear()
                 return True
-            state.failed.add(key)
+            failed.add((g, job.level, job.pool))
         if self.policy.preemptive and not state.nobody_preemptible and preempt_for(self, job, state, now):
             state.failed.clear()
             return True
@@ -744,8 +767,12 @@ class Simulator:
         # with no waiting job is brought up to date when one of its jobs is touched
         if (free, self.allocation_changes) != self._classified_at:
             self._classified_at = (free, self.allocation_changes)
+            cap, used, seen = self.vc_cap, self.vc_used, self._avail_seen
+            # _update_causes' own test first, where it is this simple (one pool, no lending limit): most VCs'
+            # available GPUs did not change
+            quick = self.pools is None and self.lending_state is None
             for v, by_gpus in enumerate(self.groups):
-                if by_gpus:
+                if by_gpus and (not quick or (free if free < cap[v] - used[v] else cap[v] - used[v]) != seen[v]):
                     self._update_causes(v, free, now)
             if self.gang_holds is not None:   # a holder's own GPUs are free to it: its cause is re-derived each time
                 touched.extend(self.jobs[i] for i in self.gang_holds.held)
@@ -777,7 +804,7 @@ class Simulator:
             avail += self.gang_holds.count.get(job.idx, 0)
         if job.gpus_now > avail or (self.users is not None and not self.users.admits(job)):
             cause = _FAIR_SHARE
-        elif job.level < 0 or (self.policy.relaxes and job.level < _ANYWHERE):   # held, or holding out for locality
+        elif job.level < 0 or (self._relaxes and job.level < _ANYWHERE):   # held, or holding out for locality
             cause = _BACKOFF
         else:
             cause = _FRAGMENTATION

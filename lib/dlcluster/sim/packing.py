@@ -31,6 +31,8 @@ from __future__ import annotations
 from .cluster import ClusterState
 from .placement import Locality, LocalityPlacement
 
+_SERVER, _RACK = int(Locality.SERVER), int(Locality.RACK)
+
 
 class PackingPlacement:
     """Best fit, 1-GPU jobs steered to the smallest servers, whole servers for gangs (each rule a switch)."""
@@ -54,11 +56,11 @@ class PackingPlacement:
         if num_gpus > cluster.total_free:
             return None
         for level in range(min_level, max_level + 1):
-            if level == Locality.SERVER:
+            if level == _SERVER:
                 counts = self._one_server(cluster, num_gpus)
             elif num_gpus > cluster.max_cap and self.whole_servers_for_gangs:
-                counts = self._whole_servers(cluster, num_gpus, level == Locality.RACK)
-            elif level == Locality.RACK:
+                counts = self._whole_servers(cluster, num_gpus, level == _RACK)
+            elif level == _RACK:
                 counts = self._best_fit._one_rack(cluster, num_gpus)
             else:
                 counts = self._best_fit._fill(cluster, range(len(cluster.free)), num_gpus)

@@ -148,6 +148,29 @@ class ReplayParams:
             (["whole servers for gangs"] if self.gang_whole_servers else [])
         return f"packed ({', '.join(rules)})"
 
+    def effective(self) -> "ReplayParams":
+        """These parameters with the fields below that cannot act, given the others, at their defaults: two parameter
+        sets with the same effective parameters give the same simulation (the calibration's polish replays one of them).
+
+        Inert: the packing rules (``steer_single``, ``gang_whole_servers``) without ``placement="packed"``; the gang
+        timeout where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where nothing waits for
+        it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor where caps come
+        from demand (``cap_quantile``); every policy option under a policy other than Philly's.
+        """
+        default = ReplayParams()
+        inert = {}
+        if self.placement != "packed":
+            inert.update(steer_single=default.steer_single, gang_whole_servers=default.gang_whole_servers)
+        if self.policy != "philly":
+            inert.update(locality=default.locality, relax_after_s=default.relax_after_s, backoff=default.backoff)
+        if self.policy != "philly" or self.locality != "relax":
+            inert["gang_relax_after_s"] = default.gang_relax_after_s
+        if self.policy == "philly" and self.locality == "any" and self.backoff == "gangs":
+            inert["relax_after_s"] = default.relax_after_s
+        if self.cap_quantile is not None:
+            inert["max_capacity_factor"] = default.max_capacity_factor
+        return replace(self, **inert)
+
     @classmethod
     def from_dict(cls, fields: dict) -> "ReplayParams":
         """The inverse of :func:`dataclasses.asdict` after a JSON round trip (lists back to tuples)."""

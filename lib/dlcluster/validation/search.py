@@ -35,7 +35,7 @@ import time
 import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Hashable
 
 import pandas as pd
 
@@ -258,8 +258,9 @@ def single_moves(best: ReplayParams, space: dict) -> list[tuple[str, str, Replay
 
 
 def polish(objective: Callable[[ReplayParams], Evaluation], best: ReplayParams, space: dict,
-           rounds: int = POLISH_ROUNDS, workers: int | None = None,
-           best_objective: float | None = None) -> tuple[ReplayParams, pd.DataFrame]:
+           rounds: int = POLISH_ROUNDS, workers: int | None = None, best_objective: float | None = None,
+           same_replay: Callable[[ReplayParams], Hashable] = ReplayParams.effective
+           ) -> tuple[ReplayParams, pd.DataFrame]:
     """The search's best, moved one axis at a time until no single move improves the objective, or ``rounds`` ran out.
 
     Each round evaluates every move of :func:`single_moves` from the best so far (side by side on up to ``workers``
@@ -267,21 +268,32 @@ def polish(objective: Callable[[ReplayParams], Evaluation], best: ReplayParams, 
     them; ties: the first move). Returns the polished best and the last round's table, one row per move: the axis, the
     move, the objective and its change from the best it moved from; ``improves`` is True for a move that beat it (none
     when the optimum was reached, :func:`optimum_reached`; else the budget of rounds stopped short and the best move
-    was taken). The row ``(None, "best")`` holds the best it moved from. ``best_objective``: ``best``'s objective if
-    known (the search's), else evaluated here.
+    was taken); ``inert`` is True for a move that cannot act on the best (its objective is the best's). The row
+    ``(None, "best")`` holds the best it moved from. ``best_objective``: ``best``'s objective if known (the
+    search's), else evaluated here.
+
+    No parameter set is replayed twice: ``same_replay`` maps parameters to a key equal for parameter sets that give
+    the same replay (default :meth:`.calibrate.ReplayParams.effective`); a move to a set already evaluated, in an
+    earlier round or this one (the best it came from, another value of an axis), reuses its objective, and a move that
+    leaves the key of the best unchanged (inert) is not replayed.
     """
     base = decision_value(objective(best).objective if best_objective is None else best_objective)
+    known = {same_replay(best): base}   # objectives by replay key, rounded
     table = pd.DataFrame()
     for round_number in range(1, rounds + 1):
         moves = single_moves(best, space)
-        evaluations = map_in_processes(objective, [params for _, _, params in moves], workers)
-        values = [decision_value(ev.objective) for ev in evaluations]
+        keys = [same_replay(params) for _, _, params in moves]
+        new = {key: params for key, (_, _, params) in zip(keys, moves, strict=True) if key not in known}
+        evaluations = map_in_processes(objective, list(new.values()), workers)
+        known.update({key: decision_value(ev.objective) for key, ev in zip(new, evaluations, strict=True)})
+        values = [known[key] for key in keys]
+        same = same_replay(best)
         table = pd.DataFrame([{"round": round_number, "parameter": name, "moved": label, "objective": value,
-                               "objective_change": value - base, "improves": value < base}
-                              for (name, label, _), value in zip(moves, values, strict=True)])
+                               "objective_change": value - base, "improves": value < base, "inert": key == same}
+                              for (name, label, _), key, value in zip(moves, keys, values, strict=True)])
         table = pd.concat([pd.DataFrame([{"round": round_number, "parameter": None, "moved": "best",
-                                          "objective": base, "objective_change": 0.0, "improves": False}]), table],
-                          ignore_index=True)
+                                          "objective": base, "objective_change": 0.0, "improves": False,
+                                          "inert": False}]), table], ignore_index=True)
         if not values or min(values) >= base:
             break
         winner = min(range(len(values)), key=lambda i: (values[i], i))

@@ -41,6 +41,7 @@ from ..relax import check_gang_timeout, relax_timeout
 
 LOCALITY_MODES = ("strict", "relax", "any")
 _ANYWHERE = int(Locality.ANYWHERE)
+_RELAX = int(EventKind.RELAX)   # a plain int: scheduled for most waiting jobs
 
 
 class SchedulingPolicy:
@@ -83,20 +84,20 @@ class SchedulingPolicy:
         job.level = _ANYWHERE if self.locality == "any" else job.min_level
         if self.backoff == "borrowers" and sim.quota[job.vc] - sim.vc_used[job.vc] < job.gpus_now:
             job.level = HELD     # it would have to borrow: held one timeout before it may
-            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+            sim.schedule(now + self.relax_after_s, _RELAX, job, job.wait_token)
 
     def on_wait(self, job, now: float, sim) -> None:
         if self.backoff == "every":
             sim.set_level(job, HELD, now)
-            sim.schedule(now + self.relax_after_s, EventKind.RELAX, job, job.wait_token)
+            sim.schedule(now + self.relax_after_s, _RELAX, job, job.wait_token)
         elif self.locality == "relax" and 0 <= job.level < _ANYWHERE:
-            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), EventKind.RELAX, job,
+            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), _RELAX, job,
                          job.wait_token)
 
     def on_relax(self, job, now: float, sim) -> None:
         sim.set_level(job, released_level(job, self.locality) if job.level == HELD else job.level + 1, now)
         if self.locality == "relax" and job.level < _ANYWHERE:
-            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), EventKind.RELAX, job,
+            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), _RELAX, job,
                          job.wait_token)
 
     def on_start(self, job, now: float, sim) -> None:
