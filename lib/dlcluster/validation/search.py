@@ -91,8 +91,11 @@ START_POINTS = ({"max_capacity_factor": None, "reclaim_after_s": None},
 #: The one-at-a-time check (:func:`single_moves`): a range on a log scale moves by this factor either way, a linear
 #: one by this share of its width (both clipped to the range)
 LOG_STEP, LINEAR_STEP = 1.25, 0.1
-#: Rounds of :func:`polish`: each evaluates every single move from the best so far and takes the best that improves
-POLISH_ROUNDS = 2
+#: Rounds of :func:`polish` at most: each evaluates every single move from the best so far and takes the best that
+#: improves; it stops at the first round where none does (the optimum, to the steps of :func:`single_moves`). The cap
+#: keeps a calibration within the budget of ``make reports``: a round at default parameters is ~16 replays of the fit
+#: span (~45 s on 2 cores), two more than before the simulator's speed-up and the polish's memo paid for them.
+POLISH_ROUNDS = 4
 
 
 def check_space(space: dict) -> dict:
