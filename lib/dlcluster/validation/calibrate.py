@@ -155,7 +155,8 @@ class ReplayParams:
         Inert: the packing rules (``steer_single``, ``gang_whole_servers``) without ``placement="packed"``; the gang
         timeout where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where nothing waits for
         it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor where caps come
-        from demand (``cap_quantile``); every policy option under a policy other than Philly's.
+        from demand (``cap_quantile``); every policy option under a policy other than Philly's; the lending limit where
+        nothing is lent (no quotas, or lending off); the pools' shares without pools.
         """
         default = ReplayParams()
         inert = {}
@@ -169,6 +170,10 @@ class ReplayParams:
             inert["relax_after_s"] = default.relax_after_s
         if self.cap_quantile is not None:
             inert["max_capacity_factor"] = default.max_capacity_factor
+        if not (self.quotas and self.lending):   # nothing is lent (sharing_options)
+            inert["lending_share"] = default.lending_share
+        if not self.gpu_pools:
+            inert["pool_shares"] = default.pool_shares
         return replace(self, **inert)
 
     @classmethod
