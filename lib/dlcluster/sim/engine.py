@@ -712,11 +712,10 @@ class Simulator:
     def _try_place(self, job: Job, state: PassState, now: float, same_as_failed: bool) -> bool:
         g = job.gpus_now
         failed = state.failed
-        # free GPUs only within the VC's maximum capacity; beyond it a preemptive policy may still preempt (its
-        # victims' GPUs then count: _choose_victims checks the cap after freeing them)
+        # free GPUs only within the VC's room (maximum capacity, lending limit: _room); beyond it a preemptive policy
+        # may still preempt (its victims' GPUs then count: _choose_victims checks the cap after freeing them)
         if g <= self.cluster.total_free and not (same_as_failed and failed and (g, job.level, job.pool) in failed) \
-                and g <= self.vc_cap[job.vc] - self.vc_used[job.vc] and \
-                (self.lending_state is None or g <= self.lending_state.room(job.vc)):
+                and g <= self._room(job.vc):
             choice = self.choose(job)
             if choice is not None:
                 self.start(job, choice[0], choice[1], now)
