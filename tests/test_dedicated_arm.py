@@ -169,15 +169,39 @@ def test_reclaim_runs_are_those_of_ordering_every_running_job(monkeypatch, place
 
 def test_the_dedicated_arm_is_one_simulation_under_every_interference_scenario():
     """No job shares a dedicated server, so an assumed colocation slowdown cannot change the arm: the sweep runs it
-    once (``same_simulation``), and that run's rows are the rows of the scenario's own run. A shared placement's
+    once (``shared_simulations``), and that run's rows are the rows of the scenario's own run. A shared placement's
     rows do change with the scenario, and keep their own simulation."""
     cell = {"experiment": "interference", "placement": "dedicated", "migration": False, "interference": "paper",
             "colocated_one_server": 0.9, "colocated_spread": 0.8, "trace": "public", "start": "2017-10-03",
             "max_jobs": 3000, "racks": 6, "resample_block_days": 0.0, "seed": 0, "load": 1.0,
             "load_setting": "real", "inputs": "test"}
-    shared = E.same_simulation(cell)
+    shared = E.shared_simulations([cell])(cell)
     assert shared == {**cell, "interference": "none", "colocated_one_server": 1.0, "colocated_spread": 1.0}
     pd.testing.assert_frame_equal(E.run_cell(cell), E.run_cell(shared))
     pack = {**cell, "placement": "pack"}
-    assert E.same_simulation(pack) == pack
+    assert E.shared_simulations([cell, pack])(pack) == pack
     assert not E.run_cell(pack)["speed_mean"].equals(E.run_cell({**pack, **grid.NO_INTERFERENCE_CELL})["speed_mean"])
+
+
+def test_philly_as_calibrated_is_one_simulation_for_the_three_experiments_that_name_it():
+    """The failures experiment's arm without failures, early termination's arm without it and the policies' Philly
+    arm replay Philly unchanged: at one load and seed they share the failures cell's run, whose rows hold every
+    population the three read; a failures cell keeps its own run (its second population is its own failure
+    model's), and so does an arm that changes anything."""
+    common = {"trace": "public", "start": "2017-10-03", "max_jobs": 3000, "racks": 6, "resample_block_days": 0.0,
+              "inputs": "test", "seed": 0, "load_setting": "real", "load": 1.0}
+    failures = {**common, "experiment": "failures", "failure_model": "illustrative", "retry": "none"}
+    other_model = {**failures, "failure_model": "fitted"}
+    stop = {**common, "experiment": "early_stop", "tolerance": None, "curve_source": "pollux"}
+    philly = {**common, "experiment": "policy", "policy": "philly"}
+    cells = [philly, stop, failures, other_model, {**stop, "tolerance": 0.01}, {**philly, "policy": "fifo"},
+             {**philly, "load_setting": "scaled", "load": 1.25}, {**failures, "retry": "philly"}]
+    same_as = E.shared_simulations(cells)
+    assert same_as(stop) == failures and same_as(philly) == failures
+    assert [same_as(c) for c in cells[2:]] == cells[2:]
+    rows = E.run_cell(failures)
+    assert set(rows["population"]) == {"all jobs", "good jobs"}
+    everyone = rows[rows["population"] == "all jobs"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(everyone, E.run_cell(philly))
+    pd.testing.assert_frame_equal(everyone, E.run_cell(stop))
+    assert E.shared_simulations([philly, stop])(stop) == philly   # no failures cell: the first of them

@@ -1,17 +1,22 @@
-"""The migration's shortcut (``_room_for_tighter``) skips only jobs that no placement could tighten: a simulation
-with it equals one that tries every spread job (the tentative release and re-allocation it spares)."""
+"""The migration's shortcuts skip only jobs that no placement could tighten: a simulation with them equals one that
+tries every spread job in every pass (``_room_for_tighter`` spares the tentative release and re-allocation, and
+``SpreadJobs`` the look at jobs whose room cannot have grown), and the destinations read from the cluster's index are
+those a scan of every server picks."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
+from sim_helpers import make_workload
 from test_sim_properties import SETTINGS, scenarios
 
 from dlcluster.sim import Migration, Topology, simulate
 from dlcluster.sim import migration as migration_module
 from dlcluster.sim.cluster import ClusterState
 from dlcluster.sim.jobs import Job
+from dlcluster.sim.migration import SpreadJobs
 from dlcluster.sim.placement import Locality
 
 # two racks of two 4-GPU servers
@@ -89,3 +94,57 @@ def test_the_shortcut_never_changes_a_simulation(scenario):
         full = simulate(workload, topology, policy, **options)
     pd.testing.assert_frame_equal(shortcut.jobs, full.jobs)
     pd.testing.assert_frame_equal(shortcut.attempts, full.attempts)
+
+
+def every_server_destinations(cluster, source, sizes):
+    """The best-fit destinations by a scan of every server (what ``Migration._destinations`` reads from its index)."""
+    free = list(cluster.free)
+    plan = []
+    for k in sizes:
+        candidates = [t for t in range(len(free)) if t != source and free[t] >= k]
+        if not candidates:
+            return None
+        dest = min(candidates, key=lambda t: (free[t], t))
+        free[dest] -= k
+        plan.append(dest)
+    return plan
+
+
+@st.composite
+def crowded_scenarios(draw):
+    """Many gangs on a few servers in two racks, so that jobs run spread and find room as others leave."""
+    servers = draw(st.integers(3, 6))
+    topology = Topology(server_names=tuple(f"m{i}" for i in range(servers)), server_gpus=(4,) * servers,
+                        server_rack=tuple(i % 2 for i in range(servers)))
+    n = draw(st.integers(8, 30))
+    rows = [(f"j{i}", draw(st.integers(0, 400)), draw(st.sampled_from([1, 2, 3, 4, 6, 8])),
+             draw(st.sampled_from([20, 100, 400, 1500, 5000]))) for i in range(n)]
+    policy = draw(st.sampled_from(["philly", "fifo", "las"]))
+    placement = draw(st.sampled_from(["most_free", "best_fit"]))
+    return make_workload(rows), topology, policy, {"placement": placement, "slowdown": "default"}
+
+
+@SETTINGS
+@given(st.one_of(scenarios(), crowded_scenarios()), st.sampled_from([0.0, 150.0]), st.booleans())
+def test_looking_only_at_jobs_whose_room_can_have_grown_never_changes_a_simulation(scenario, min_remaining_s,
+                                                                                   defragment):
+    workload, topology, policy, options = scenario
+    options = {**options, "migration": Migration(cost_s=7, min_remaining_s=min_remaining_s, defragment=defragment)}
+    indexed = simulate(workload, topology, policy, **options)
+    with pytest.MonkeyPatch.context() as patch:
+        # every spread job, in job order, in every pass: as before the index
+        patch.setattr(SpreadJobs, "candidates", lambda self, *most_free, keep=False: sorted(self.jobs))
+        patch.setattr(Migration, "_destinations", staticmethod(every_server_destinations))
+        every = simulate(workload, topology, policy, **options)
+    pd.testing.assert_frame_equal(indexed.jobs, every.jobs)
+    pd.testing.assert_frame_equal(indexed.attempts, every.attempts)
+
+
+def test_destinations_are_the_best_fit_servers_lowest_index_first():
+    cluster = ClusterState(CLUSTER)
+    cluster.allocate(1, [(0, 1), (1, 3), (2, 1), (3, 2)])   # free: s0 3, s1 1 (the source), s2 3, s3 2
+    # 1 GPU: s3 (2 free, the fewest that hold it; s1 is the source) -> s3 1 left; 2 GPUs: s0 (3 free, the lower
+    # index of s0 and s2) -> s0 1 left; 2 GPUs: s2; 1 GPU: s0, s2 and s3 have 1 free each: s0
+    assert Migration._destinations(cluster, 1, [1, 2, 2, 1]) == [3, 0, 2, 0]
+    assert Migration._destinations(cluster, 1, [4]) is None             # no server other than the source has 4
+    assert Migration._destinations(cluster, 1, [3, 3, 3]) is None       # two servers hold 3 each, not three

@@ -25,18 +25,16 @@ class SampleBySample(Sampler):
 
     def until(self, now: float) -> None:
         c, sim = self.sim.cluster, self.sim
-        state = ((c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
-                  len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus), tuple(sim.vc_used))
+        state = (c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
+                 len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus, *sim.vc_used)
         while self.next < now:
             self.rows.append((self.next, state))
             self.count += 1
             self.next = self.count * self.interval
 
-    def columns(self, num_vcs: int):
+    def table(self, num_vcs: int):
         times = np.array([t for t, _ in self.rows], dtype=float)
-        counts = np.array([s for _, (s, _) in self.rows], dtype=np.int64).reshape(len(self.rows), -1)
-        vcs = np.array([v for _, (_, v) in self.rows], dtype=np.int64).reshape(len(self.rows), num_vcs)
-        return times, counts, vcs
+        return times, np.array([s for _, s in self.rows], dtype=np.int64).reshape(len(self.rows), -1)
 
 
 def _both(monkeypatch, *args, **options):

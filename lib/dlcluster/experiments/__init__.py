@@ -73,7 +73,7 @@ from .early_stop import (  # noqa: F401
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
-    plot_calibration, run_cell, same_simulation, with_arms)
+    plot_calibration, run_cell, shared_simulations, with_arms)
 from .implications import (  # noqa: F401
     IMPLICATIONS, KINDS, answer_words, answers_table, implication_answers, interval_target, scorecard_words,
     target_note)

@@ -293,6 +293,12 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     ``measured``: only these jobs are counted, and the arrival span is theirs
     (the others warm the cluster up).
     """
+    return measure_jobs(job_measures(result, workload, extras), result, workload, extras, dates_window, measured)
+
+
+def job_measures(result, workload: Workload, extras: dict | None = None) -> pd.DataFrame:
+    """The per-job values :func:`measure` sums up (one row per job): computed once per simulation, however many
+    windows or blocks are measured on it."""
     extras = extras or {}
     jobs = result.jobs
     n = len(jobs)
@@ -326,6 +332,14 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
         "prerun_caught": jobs["jobid"].isin(caught_in_prerun).to_numpy(),
         "quality_lost": np.asarray(extras.get("quality_lost", np.full(n, np.nan)), dtype=float),
     })
+    return frame
+
+
+def measure_jobs(frame: pd.DataFrame, result, workload: Workload, extras: dict | None = None, dates_window=None,
+                 measured: np.ndarray | None = None) -> pd.DataFrame:
+    """:func:`measure` from the per-job values of :func:`job_measures` (``frame``)."""
+    extras = extras or {}
+    n = len(frame)
     counted = np.ones(n, dtype=bool) if measured is None else np.asarray(measured, dtype=bool)
     populations = [("all jobs", counted)]
     if "good" in extras:

@@ -21,7 +21,9 @@ from .common import (
     load_inputs,
     load_key,
     load_label,
+    job_measures,
     measure,
+    measure_jobs,
     resample_periods,
     scale_load,
     replay_block_inputs,
@@ -326,10 +328,11 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
         busy = busy_by_period(result, occupancy, (inputs.block_starts[0], end),
                               f"{span_days:g}D")
     frames = []
+    per_job = job_measures(result, workload, extras)
     for block, start in enumerate(inputs.block_starts):
         lo = (start - workload.epoch) / pd.Timedelta(seconds=1)
         window = _scaled_window(inputs, workload, factor, lo, lo + span_days * 86400.0)
-        rows = measure(result, workload, extras, window, inputs.blocks == block)
+        rows = measure_jobs(per_job, result, workload, extras, window, inputs.blocks == block)
         rows.insert(0, "block", block)
         rows["block_start"] = str(start)
         rows["block_days"] = float(span_days)
@@ -341,13 +344,43 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
     return pd.concat(frames, ignore_index=True)
 
 
-def same_simulation(cell: dict) -> dict:
-    """The cell whose simulation ``cell`` runs (``run_sweep``'s ``same_as``): a dedicated-servers arm never puts two
-    jobs on one server, so no interference scenario's assumed colocation slowdown applies, and one simulation
-    (scenario "none") serves every scenario."""
-    if cell.get("experiment") == "interference" and cell.get("placement") == "dedicated":
-        return {**cell, **NO_INTERFERENCE_CELL}
-    return cell
+#: Cells that replay Philly exactly as calibrated, nothing injected or changed: the failures experiment's arm without
+#: failures, early termination's arm without it, the policies' Philly arm (:func:`simulation_options`)
+_PHILLY_AS_CALIBRATED = (("failures", "retry", "none"), ("early_stop", "tolerance", None),
+                         ("policy", "policy", "philly"))
+#: What those three experiments' cells name besides the simulation they share
+_ARM_KEYS = ("experiment", "retry", "failure_model", "tolerance", "curve_source", "policy")
+
+
+def shared_simulations(cells: list[dict]):
+    """``run_sweep``'s ``same_as`` for the grid ``cells``: the cell whose simulation each cell runs.
+
+    * A dedicated-servers arm never puts two jobs on one server, so no interference scenario's assumed colocation
+      slowdown applies: one simulation (scenario "none") serves every scenario.
+    * Philly's replay as calibrated is one simulation at each load and seed, whichever of the failures, early
+      termination and policy experiments names it. Early termination's and the policies' cells take the rows of
+      the grid's first failures cell without failures where there is one (its rows hold every population the three
+      measure: every job, and the jobs its failure model leaves alone), else of the first of them. A failures
+      cell keeps its own run: its second population is its own failure model's.
+    """
+    def shared_key(cell):
+        return json.dumps({k: v for k, v in cell.items() if k not in _ARM_KEYS}, sort_keys=True)
+
+    def as_calibrated(cell):
+        return any(cell.get("experiment") == e and cell.get(k, None) == v for e, k, v in _PHILLY_AS_CALIBRATED)
+
+    runs: dict[str, dict] = {}
+    for cell in sorted((c for c in cells if as_calibrated(c)), key=lambda c: c["experiment"] != "failures"):
+        runs.setdefault(shared_key(cell), cell)
+
+    def same_as(cell: dict) -> dict:
+        if cell.get("experiment") == "interference" and cell.get("placement") == "dedicated":
+            return {**cell, **NO_INTERFERENCE_CELL}
+        if not as_calibrated(cell) or cell["experiment"] == "failures":
+            return cell
+        return runs.get(shared_key(cell), cell)
+
+    return same_as
 
 
 def cell_inputs(cell: dict) -> Inputs:

@@ -62,6 +62,7 @@ from .gang import GangHolds
 from .heartbeat import CycleState, Heartbeat
 from .jobs import Cause, Job, JobState, LocalityEnd, Outcome
 from .lending import LendingLimit, LendingState
+from .migration import SpreadJobs
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
 from .pools import PooledCluster, changed_causes
@@ -188,7 +189,8 @@ class Simulator:
         self.pending_jobs, self.pending_gpus = [0] * 4, [0] * 4   # waiting jobs and their GPUs per size bucket
         self._bucket_of = [pending_bucket(g) for g in range(int(workload.num_gpus.max()) + 1)]   # by job size
         self.running: dict[int, Job] = {}
-        self.spread_running: dict[int, Job] = {}     # running wider than they must (for consolidation)
+        # running wider than they must, for consolidation (:mod:`.migration`) only
+        self.spread = SpreadJobs(self.cluster) if migration is not None and migration.consolidate else None
         self.rejections: dict[int, str] = {}
         self.attempt_log: list = []
         # Waiting jobs grouped by VC, gang size and locality level (members of a group get the same answer
@@ -467,8 +469,8 @@ class Simulator:
         job.attempt_start = job.progress_at = now
         job.resume_at = resume_at
         self.running[job.idx] = job
-        if level > job.min_level:
-            self.spread_running[job.idx] = job
+        if self.spread is not None and level > job.min_level:
+            self.spread.add(job)
         self.vc_used[job.vc] += job.gpus_now
         if self.users is not None:
             self.users.change(job, job.gpus_now)
@@ -487,8 +489,8 @@ class Simulator:
         self.cluster.release(job.idx, job.alloc)
         self.allocation_changes += 1
         del self.running[job.idx]
-        if job.idx in self.spread_running:
-            del self.spread_running[job.idx]
+        if self.spread is not None:
+            self.spread.released(job)
         self.vc_used[job.vc] -= job.gpus_now
         if self.users is not None:
             self.users.change(job, -job.gpus_now)

@@ -17,6 +17,8 @@ an assumption) and its move is recorded as a new attempt (outcome
 
 from __future__ import annotations
 
+import heapq
+from itertools import chain
 from dataclasses import dataclass
 
 from .placement import Locality
@@ -68,28 +70,43 @@ class Migration:
 
     @staticmethod
     def _destinations(cluster, source: int, sizes: list[int]):
-        """Best-fit servers (not ``source``) for jobs of these sizes, in order; None if one has no room."""
-        free = list(cluster.free)
+        """Best-fit servers (not ``source``) for jobs of these sizes, in order: the fewest free GPUs that hold each,
+        the lowest index on a tie (read from the cluster's index by free GPUs); None if one has no room."""
+        by_free = cluster.by_free
+        planned: dict[int, int] = {}   # servers already chosen -> their free GPUs after the moves planned so far
         plan = []
         for k in sizes:
-            candidates = [t for t in range(len(free)) if t != source and free[t] >= k]
-            if not candidates:
+            dest = None
+            for free in range(k, cluster.max_cap + 1):
+                dest = min(chain((t for t, f in planned.items() if f == free),
+                                 (t for t in by_free[free] if t != source and t not in planned)), default=None)
+                if dest is not None:
+                    break
+            if dest is None:
                 return None
-            dest = min(candidates, key=lambda t: (free[t], t))
-            free[dest] -= k
+            planned[dest] = planned.get(dest, cluster.free[dest]) - k
             plan.append(dest)
         return plan
 
     def improve_locality(self, sim, now: float) -> bool:
-        """Move long-running spread jobs to tighter placements; True if any moved."""
+        """Move long-running spread jobs to tighter placements, in job order; True if any moved.
+
+        Only the jobs :class:`SpreadJobs` says may have room are looked at: the others could not move at their last
+        look, and nothing they depend on has grown since, so they cannot now.
+        """
         moved = False
-        cluster = sim.cluster
+        cluster, spread, jobs = sim.cluster, sim.spread, sim.jobs
         most_free = _most_free(cluster)
-        for job in sorted(sim.spread_running.values(), key=lambda j: j.idx):
+        order = spread.candidates(*most_free)
+        looked = set(order)
+        while order:
+            job = jobs[heapq.heappop(order)]
             if job.in_prerun or job.attempt_level <= job.min_level or not _room_for_tighter(cluster, job, *most_free):
                 continue
             if sim.remaining_work(job, now) < self.min_remaining_s:
+                spread.settle(job)   # its work left only shrinks: it stays where it is for this attempt
                 continue
+            spread.look_again(job)   # it had room: its next chance does not wait for more room
             cluster.release(job.idx, job.alloc)
             choice = sim.placement.choose(cluster, job.gpus_now, job.min_level, job.attempt_level - 1)
             cluster.allocate_masks(job.idx, job.alloc)
@@ -99,7 +116,90 @@ class Migration:
             sim.move(job, counts, level, now, self.cost_s)
             most_free = _most_free(cluster)
             moved = True
+            # the GPUs it left (and the larger free server or rack they may make) give later jobs room in this pass
+            for other in spread.candidates(*most_free, keep=True):
+                if other > job.idx and other not in looked:
+                    looked.add(other)
+                    heapq.heappush(order, other)
         return moved
+
+
+class SpreadJobs:
+    """The running jobs placed wider than they must be (consolidation's candidates), indexed by what lets them move.
+
+    A spread job can move to a tighter placement only where a server or a rack could hold it once its own GPUs are
+    free (:func:`_room_for_tighter`): the freest server or rack of the cluster has enough free GPUs, or one of its own
+    servers or racks has (each its own number, :func:`_tighter_needs`). Free GPUs grow only where a job leaves, so a
+    job that had no room at its last look can have room now only if the freest server or rack has grown to its size,
+    or a job left one of its servers (or a server of one of its racks) and that server (rack) now has the free GPUs
+    it needs. :meth:`candidates` gives those jobs (and the new ones, and those that had room), in job order: the same
+    jobs move, in the same order, as if every spread job were looked at in every pass.
+    """
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.jobs: dict[int, object] = {}
+        self.by_server: dict[int, dict] = {}       # server -> {free GPUs it needs there: spread jobs on it}
+        self.by_rack: dict[int, dict] = {}         # rack -> {free GPUs it needs there: spread jobs on it}
+        self.by_server_gpus: dict[int, set] = {}   # GPUs -> spread jobs that one free server of that size would hold
+        self.by_rack_gpus: dict[int, set] = {}     # GPUs -> spread jobs that one free rack of that size would hold
+        self.again: set = set()                    # jobs to look at whatever changed: new, or had room last time
+        self.freed: set = set()                    # servers a job left since the last look
+
+    def add(self, job) -> None:
+        """``job`` started an attempt wider than it must."""
+        self.jobs[job.idx] = job
+        for index, key, need in self._entries(job):
+            index.setdefault(key, {}).setdefault(need, set()).add(job.idx)
+        self.again.add(job.idx)
+
+    def released(self, job) -> None:
+        """``job``'s attempt ended (or moved): its servers have more free GPUs; it is no longer spread."""
+        self.freed.update(s for s, _ in job.alloc)
+        if self.jobs.pop(job.idx, None) is not None:
+            self.settle(job)
+
+    def look_again(self, job) -> None:
+        self.again.add(job.idx)
+
+    def settle(self, job) -> None:
+        """``job`` will not move in this attempt, whatever room it finds: it is no longer looked at."""
+        for index, key, need in self._entries(job):
+            index[key][need].discard(job.idx)
+        self.again.discard(job.idx)
+
+    def candidates(self, server_free: int, rack_free: int, keep: bool = False) -> list[int]:
+        """The spread jobs that may have room (a heap, in job order) with ``server_free`` and ``rack_free`` GPUs free
+        on the freest server and rack; ``keep``: leave the record of freed servers and new jobs for the next look."""
+        found = set(self.again)
+        cluster = self.cluster
+        for index, free, keys in ((self.by_server, cluster.free, self.freed),
+                                  (self.by_rack, cluster.rack_free, {cluster.rack_of[s] for s in self.freed})):
+            for key in keys:
+                for need, ids in index.get(key, {}).items():
+                    if need <= free[key]:
+                        found.update(ids)
+        for index, most in ((self.by_server_gpus, server_free), (self.by_rack_gpus, rack_free)):
+            for g, by_need in index.items():
+                if g <= most:
+                    found.update(by_need[None])
+        if not keep:
+            self.again, self.freed = set(), set()
+        return sorted(found)
+
+    def _entries(self, job) -> list[tuple[dict, int, int | None]]:
+        """``(index, key, free GPUs needed)`` of ``job`` in each index, as :func:`_room_for_tighter` reads its room:
+        the freest server's size, and its own servers, if it may take one server; the freest rack's size, and its
+        own racks, if a rack is tighter than its attempt."""
+        g, entries = job.gpus_now, []
+        _, server_needs, rack_needs = _tighter_needs(self.cluster, job)
+        if job.min_level == Locality.SERVER:
+            entries.append((self.by_server_gpus, g, None))
+        if job.min_level <= Locality.RACK < job.attempt_level:
+            entries.append((self.by_rack_gpus, g, None))
+        entries += [(self.by_server, s, need) for s, need in server_needs]
+        entries += [(self.by_rack, r, need) for r, need in rack_needs]
+        return entries
 
 
 def _most_free(cluster) -> tuple[int, int]:

@@ -163,10 +163,10 @@ class SimResult:
 
 def _timeseries(samples, vc_names) -> pd.DataFrame:
     """The samples as columns: time_s (float) and counts (int64), each VC's GPUs in use as ``vc_<name>``."""
-    times, counts, vcs = samples.columns(len(vc_names))
-    return pd.DataFrame({"time_s": times,
-                         **{name: counts[:, i] for i, name in enumerate(COUNTS)},
-                         **{f"vc_{v}": vcs[:, i] for i, v in enumerate(vc_names)}})
+    times, table = samples.table(len(vc_names))
+    frame = pd.DataFrame(table, columns=[*COUNTS, *(f"vc_{v}" for v in vc_names)], copy=False)
+    frame.insert(0, "time_s", times)
+    return frame
 
 
 def _summary(sim, jobs: pd.DataFrame, attempts: pd.DataFrame, wall_s: float, end_time: float) -> dict:

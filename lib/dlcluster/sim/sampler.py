@@ -42,7 +42,7 @@ class Sampler:
         self.interval = sim.sample_interval_s
         self.count = 0
         self.next = 0.0
-        self.states = []    # (GPU and job counts, each VC's GPUs in use)
+        self.states = []    # each state's GPU and job counts, then each VC's GPUs in use, one flat list
         self.repeats = []   # how many consecutive samples each state covers
 
     def until(self, now: float) -> None:
@@ -56,20 +56,19 @@ class Sampler:
             covered -= 1
         while (self.count + covered) * self.interval < now:
             covered += 1
-        self.states.append(((c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
-                             len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus),
-                            tuple(sim.vc_used)))
+        self.states.extend((c.total_gpus - c.total_free, c.total_free, c.idle_servers, c.total_free - c.idle_gpus,
+                            len(sim.running), len(sim.waiting), *sim.pending_jobs, *sim.pending_gpus, *sim.vc_used))
         self.repeats.append(covered)
         self.count += covered
         self.next = self.count * self.interval
 
-    def columns(self, num_vcs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sample times, the counts (one row per sample, :data:`COUNTS`) and each VC's GPUs in use (a row each)."""
+    def table(self, num_vcs: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sample times, and one row per sample: the counts (:data:`COUNTS`), then each VC's GPUs in use (one
+        array, so that the time series is built without copying column by column)."""
         repeats = np.asarray(self.repeats, dtype=np.int64)
-        counts = np.asarray([s for s, _ in self.states], dtype=np.int64).reshape(len(repeats), len(COUNTS))
-        vcs = np.asarray([v for _, v in self.states], dtype=np.int64).reshape(len(repeats), num_vcs)
+        states = np.asarray(self.states, dtype=np.int64).reshape(len(repeats), len(COUNTS) + num_vcs)
         times = np.arange(self.count, dtype=np.int64) * self.interval
-        return times, np.repeat(counts, repeats, axis=0), np.repeat(vcs, repeats, axis=0)
+        return times, np.repeat(states, repeats, axis=0)
 
 
 def progress_bar(total: int, enabled: bool):
