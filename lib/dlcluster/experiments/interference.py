@@ -25,6 +25,10 @@ class DedicatedPlacement:
     costs a few list looks per call rather than a sort of every idle server.
     """
 
+    #: the cluster's count of the GPUs it can give: those of servers without a job (the simulator's full pass stops
+    #: when none is left, though other GPUs are free)
+    capacity = "idle_gpus"
+
     def __repr__(self) -> str:
         return "DedicatedPlacement()"
 

@@ -143,6 +143,12 @@ class Simulator:
         self.policy = make_policy(policy)
         self._relaxes = self.policy.relaxes   # read for every cause set: a property, looked up once
         self.placement = make_placement(placement or self.policy.default_placement)
+        # the cluster's count of the GPUs the placement can still give (a full pass stops when it is 0, and skips a
+        # gang larger): a placement may name a narrower one than the free GPUs (the dedicated arm: those of servers
+        # without a job), unless something else can make room (moving jobs, GPUs held by waiting gangs, pools)
+        narrower = migration is None or not migration.defragment
+        self._placeable = getattr(self.placement, "capacity", "total_free") \
+            if narrower and not gang_hold and gpu_pools is None else "total_free"
         if isinstance(slowdown, str) and slowdown == "default":
             slowdown = default_slowdown_model()
         self.slowdown = no_slowdown if slowdown is None else getattr(slowdown, "speed", slowdown)
@@ -630,7 +636,8 @@ class Simulator:
         cluster = self.cluster
         # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
         capped = not self.policy.preemptive
-        if capped and cluster.total_free == 0:   # a full cluster: the pass would stop before its first job
+        placeable = self._placeable
+        if capped and getattr(cluster, placeable) == 0:   # a full cluster: the pass would stop before its first job
             return
         quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
         state = PassState()
@@ -639,7 +646,7 @@ class Simulator:
         # with backfill and no preemption a gang larger than the free GPUs (and the GPUs waiting gangs hold for
         # themselves) cannot start in this pass, whatever runs before it: its group is left out (most passes free a
         # few GPUs for a long queue)
-        room = cluster.total_free + max(held) if capped and not head_of_line else cluster.total_gpus
+        room = getattr(cluster, placeable) + max(held) if capped and not head_of_line else cluster.total_gpus
         heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
                  for g, by_level in by_gpus.items() if g <= room
                  for level, group in by_level.items() if group[0][1].level >= 0]   # a held job waits for its timer
@@ -647,7 +654,7 @@ class Simulator:
         borrowers = []
         for phase in (0, 1):
             while heads:
-                if cluster.total_free == 0 and (capped or state.nobody_preemptible):   # _stop_placing, inlined
+                if getattr(cluster, placeable) == 0 and (capped or state.nobody_preemptible):   # _stop_placing
                     return
                 _, vc, g, level = heapq.heappop(heads)
                 group = groups[vc].get(g, {}).get(level)
