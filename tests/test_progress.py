@@ -21,6 +21,8 @@ def test_sweep_line_estimates_time_left_from_the_cells_run_here():
     assert sweep_line({"done": 12, "total": 48, "cached": 10, "elapsed_s": 60}) == \
         "sweep 12/48 simulations, ~18 min 00 s left"
     assert sweep_line({"done": 10, "total": 48, "cached": 10, "elapsed_s": 0}) == "sweep 10/48 simulations (10 cached)"
+    assert sweep_line({"label": "calibration polish, round 2", "done": 0, "total": 14, "cached": 0,
+                       "elapsed_s": 0}) == "calibration polish, round 2 0/14 simulations"
     assert sweep_line({"done": 48, "total": 48, "cached": 0, "elapsed_s": 125}) == \
         "sweep 48/48 simulations, finished in 2 min 05 s"
 

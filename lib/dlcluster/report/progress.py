@@ -47,9 +47,10 @@ def format_duration(seconds: float) -> str:
 
 
 def sweep_line(event: dict) -> str:
-    """'sweep 12/48 simulations, ~3 min left' from a sweep event (done, total, cached, elapsed_s)."""
+    """'sweep 12/48 simulations, ~3 min left' from a sweep event (done, total, cached, elapsed_s; ``label``, if given,
+    names the sweep instead of 'sweep')."""
     done, total, cached = event["done"], event["total"], event.get("cached", 0)
-    text = f"sweep {done}/{total} simulations"
+    text = f"{event.get('label', 'sweep')} {done}/{total} simulations"
     ran = done - cached
     if done >= total:
         return text + f", finished in {format_duration(event['elapsed_s'])}"

@@ -184,8 +184,8 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
                 study.enqueue_trial(t.system_attrs["fixed_params"])
     started = time.monotonic()
     while len(done) < n_trials:
-        emit_progress({"event": "sweep", "done": len(done), "total": n_trials, "cached": 0,
-                       "elapsed_s": time.monotonic() - started})
+        emit_progress({"event": "sweep", "label": "calibration search", "done": len(done), "total": n_trials,
+                       "cached": 0, "elapsed_s": time.monotonic() - started})
         asked = []
         for _ in range(min(BATCH, n_trials - len(done))):
             # multivariate: the servers in service and the caps act together (the sampler's own warning is silenced)
@@ -201,7 +201,7 @@ def search(objective: Callable[[ReplayParams], Evaluation], start: ReplayParams,
                 trial.set_user_attr(key, value)
             study.tell(trial, decision_value(ev.objective))
             done.append(trial)
-    emit_progress({"event": "sweep", "done": n_trials, "total": n_trials, "cached": 0,
+    emit_progress({"event": "sweep", "label": "calibration search", "done": n_trials, "total": n_trials, "cached": 0,
                    "elapsed_s": time.monotonic() - started})
     completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE][:n_trials]
     rows = []
@@ -287,7 +287,11 @@ def polish(objective: Callable[[ReplayParams], Evaluation], best: ReplayParams, 
         moves = single_moves(best, space)
         keys = [same_replay(params) for _, _, params in moves]
         new = {key: params for key, (_, _, params) in zip(keys, moves, strict=True) if key not in known}
+        label, started = f"calibration polish, round {round_number}", time.monotonic()
+        emit_progress({"event": "sweep", "label": label, "done": 0, "total": len(new), "cached": 0, "elapsed_s": 0.0})
         evaluations = map_in_processes(objective, list(new.values()), workers)
+        emit_progress({"event": "sweep", "label": label, "done": len(new), "total": len(new), "cached": 0,
+                       "elapsed_s": time.monotonic() - started})
         known.update({key: decision_value(ev.objective) for key, ev in zip(new, evaluations, strict=True)})
         values = [known[key] for key in keys]
         same = same_replay(best)
