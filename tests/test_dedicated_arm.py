@@ -4,8 +4,9 @@ Under it the cluster saturates (jobs wait days for whole idle servers), and two 
 placement sorted every idle server on each call, and each reclaim attempt (every 15 simulated seconds, per starved
 VC) sorted every running job. The placement now reads the cluster's index of idle servers, the reclaim orders
 only the jobs of VCs above their quota (the only ones it may take), and the simulator's full pass stops when no idle
-server is left (``DedicatedPlacement.capacity``; the scan below names none, so its runs try every waiting job). The code each replaced is kept here as the
-reference, and the new code must give the same choices on random cluster states and the same runs on real jobs.
+server is left (``DedicatedPlacement.capacity``; the scan below names none, so its runs try every waiting job). The
+code each replaced is kept here as the reference, and the new code must give the same choices on random cluster
+states and the same runs on real jobs.
 """
 
 import numpy as np
