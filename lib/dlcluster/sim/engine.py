@@ -41,8 +41,11 @@ kept in groups of equal VC, gang size and locality level (and GPU-type pool, wit
 ``gpu_pools``: :mod:`.pools`), each sorted by the
 policy's key (keys do not change while a job waits), and a pass walks group
 heads in key order, dropping a group at its first failure; a pass stops when
-no GPU is free; causes are re-derived only for jobs whose answer can have
+the placement can give no more GPUs (the free ones, or fewer: a placement's
+``capacity``); causes are re-derived only for jobs whose answer can have
 changed (by VC and gang size, when the GPUs available to the VC change).
+Consolidation looks only at the spread jobs whose room can have grown
+(:class:`.migration.SpreadJobs`).
 """
 
 from __future__ import annotations
