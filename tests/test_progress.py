@@ -39,6 +39,11 @@ def test_throttle_lets_through_every_5_s_each_10_percent_and_the_end():
     assert shown[0] == 0 and shown[-1] == 200
     assert {20, 40, 100, 180}.issubset(shown)
     assert len(shown) < 30
+    # the next phase of a calibration starts at once, under its own label: its first event is shown
+    assert throttle({"label": "calibration polish, round 1", "done": 0, "total": 20})
+    assert not throttle({"label": "calibration polish, round 1", "done": 1, "total": 20})
+    assert throttle({"label": "calibration polish, round 1", "done": 20, "total": 20})
+    assert throttle({"label": "calibration polish, round 2", "done": 0, "total": 18})
 
 
 def test_emit_is_silent_without_the_variable(tmp_path, monkeypatch):

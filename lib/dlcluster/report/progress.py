@@ -61,20 +61,23 @@ def sweep_line(event: dict) -> str:
 
 
 class SweepThrottle:
-    """Lets a sweep event through at most every ``interval_s``, or when it crosses a 10% step, or at the end."""
+    """Lets a sweep event through at most every ``interval_s``, or when it crosses a 10% step, or at the end; and the
+    first event of a sweep with another label (a calibration's next phase)."""
 
     def __init__(self, interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic):
         self.interval_s, self.clock = interval_s, clock
         self.last_time: float | None = None
         self.last_decile = -1
+        self.last_label = None
 
     def __call__(self, event: dict) -> bool:
         now = self.clock()
         decile = 10 * event["done"] // max(event["total"], 1)
-        due = (self.last_time is None or now - self.last_time >= self.interval_s
+        label = event.get("label")
+        due = (self.last_time is None or now - self.last_time >= self.interval_s or label != self.last_label
                or decile > self.last_decile or event["done"] >= event["total"])
         if due:
-            self.last_time, self.last_decile = now, decile
+            self.last_time, self.last_decile, self.last_label = now, decile, label
         return due
 
 
