@@ -81,7 +81,7 @@ failure-corpus: $(STAMP) ## rebuild data/failure_logs by running small programs 
 lab: $(DEV_STAMP) ## open JupyterLab on the notebooks, with the kernel "Python (dlcluster)"
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --MappingKernelManager.default_kernel_name=dlcluster
 
-bench: $(STAMP) ## speed and memory benchmarks, results in bench/results/ (~15-25 min, ~8 GB free disk)
+bench: $(STAMP) ## speed and memory benchmarks, results in bench/results/ (~20-30 min, ~8 GB free disk)
 	@mkdir -p bench/results
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
