@@ -549,7 +549,6 @@ def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_
     # trials and other proposals after them (so this test reaches the TPE phase)
     _, moved = run(_toy_objective([], shift=900.0), "b")
     axes = list(space)
-
     pd.testing.assert_frame_equal(_as_values(moved[axes].head(10)), _as_values(trials[axes].head(10)))
     assert not moved[axes].tail(4).equals(trials[axes].tail(4))
     # the same search in a new study, stopped by Ctrl-C during trial 11 (a TPE trial, second of the batch 10-11),
