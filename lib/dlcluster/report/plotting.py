@@ -243,9 +243,11 @@ def place_legend(ax, outside_loc: str = "upper left", **kwargs):
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
     best = None
-    for loc in ("lower right", "upper left", "upper right", "lower left", "center right", "center left"):
+    for tried, loc in enumerate(("lower right", "upper left", "upper right", "lower left", "center right",
+                                 "center left")):
         legend = ax.legend(handles, labels, loc=loc, **kwargs)
-        fig.canvas.draw()
+        if not tried:   # the panel's layout, drawn once: a legend moved within the panel moves nothing else
+            fig.canvas.draw()
         covered, total = _covered(ax, legend, renderer)
         if best is None or covered < best[0]:
             best = (covered, total, loc)

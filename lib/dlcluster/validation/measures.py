@@ -266,9 +266,15 @@ def servers_spanned(rep: Replay, real_waits: pd.DataFrame, span: tuple | None = 
     ``real_waits``: :func:`.workload.dre_first_waits`'s table (with ``num_servers``).
     The replay's figure is its last attempt's; jobs the replay never started are left out.
     """
-    att = rep.result.attempts.sort_values(["jobid", "attempt"], kind="stable")
-    last = att.groupby("jobid", sort=False)["num_servers"].last()
-    ids = pd.Series(rep.replay.dre_jobid, index=rep.replay.workload.jobid.astype(str)).dropna()
+    att = rep.result.attempts
+    # a job's attempts are consecutive rows in attempt order (SimResult.build): its last row is its last attempt
+    attempt_job = att["jobid"].to_numpy()
+    last_row = np.ones(len(attempt_job), dtype=bool)
+    last_row[:-1] = attempt_job[1:] != attempt_job[:-1]
+    last = pd.Series(att["num_servers"].to_numpy()[last_row], index=attempt_job[last_row])
+    dre_jobid = np.asarray(rep.replay.dre_jobid, dtype=object)
+    has_record = ~pd.isna(dre_jobid)
+    ids = pd.Series(dre_jobid[has_record], index=np.asarray(rep.replay.workload.jobid).astype(str)[has_record])
     simulated = pd.Series(last.reindex(ids.index).to_numpy(), index=ids.astype(str).to_numpy()).dropna()
     real = in_span(real_waits, span).set_index("jobid")
     common = real.index.intersection(simulated.index)
