@@ -247,3 +247,29 @@ def test_two_notebooks_run_side_by_side_and_a_failure_stops_only_what_has_not_st
     assert "[2/3] 02-b: done in" in text and "03-c: running" not in text, text
     assert (tmp_path / "out" / "02-b" / "results.json").exists() and (tmp_path / "out" / "02-b.ipynb").exists()
     assert not (tmp_path / "out" / "03-c").exists() and not (tmp_path / "out" / "index.html").exists()
+
+
+def test_a_notebook_thread_closes_the_event_loop_its_client_left():
+    import asyncio
+    import threading
+
+    from dlcluster.report.runner import _close_event_loop
+
+    seen = {}
+
+    def notebook_thread():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)   # as nbclient does in a thread
+        _close_event_loop()
+        seen["closed"] = loop.is_closed()
+        _close_event_loop()            # none left: nothing to do
+        try:
+            asyncio.get_event_loop_policy().get_event_loop()
+            seen["cleared"] = False
+        except RuntimeError:           # no loop set on this thread any more
+            seen["cleared"] = True
+
+    thread = threading.Thread(target=notebook_thread)
+    thread.start()
+    thread.join()
+    assert seen == {"closed": True, "cleared": True}

@@ -59,6 +59,11 @@ def check_invariants(result, workload, topology) -> None:
     spans = spans[spans["end_s"] > spans["start_s"]].sort_values(["machine", "gpu", "start_s"])
     same_gpu = (spans["machine"].shift() == spans["machine"]) & (spans["gpu"].shift() == spans["gpu"])
     assert (spans["start_s"][same_gpu] >= spans["end_s"].shift()[same_gpu] - 1e-9).all()
+    # a job's attempts are consecutive rows, numbered 0, 1, ... in row order (measures.servers_spanned reads the
+    # last row of a job as its last attempt)
+    runs = (att["jobid"] != att["jobid"].shift()).cumsum()
+    assert runs.groupby(att["jobid"]).nunique().le(1).all()
+    assert (att["attempt"].to_numpy() == att.groupby(runs).cumcount().to_numpy()).all()
     # attempts of a job are sequential and inside [arrival, end]
     att_sorted = att.sort_values(["jobid", "attempt"])
     same_job = att_sorted["jobid"].shift() == att_sorted["jobid"]

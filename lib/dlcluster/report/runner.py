@@ -28,6 +28,7 @@ leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -380,6 +381,19 @@ class _Run:
         return format_duration(time.monotonic() - self.started)
 
 
+def _close_event_loop() -> None:
+    """Close the event loop that papermill's client set on this (notebook) thread. Left open, the loop is freed only by
+    the cyclic garbage collector, whenever a full collection comes, warning of it and its two sockets then."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:   # no loop was set on this thread
+        return
+    if not loop.is_running():
+        loop.close()
+    policy.set_event_loop(None)
+
+
 def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only: list[str] | None = None,
                 html: bool = True, *, notebooks_dir: str | Path | None = None, force: bool = False,
                 verbose: bool = False, echo: Callable[[str], None] | None = None,
@@ -440,6 +454,7 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
             return
         finally:
             progress_file.unlink(missing_ok=True)
+            _close_event_loop()
             run.finished.set()
         status[run.nb.stem] = f"executed in {run.elapsed()}"
         echo_line(f"{run.prefix}: done in {run.elapsed()}")

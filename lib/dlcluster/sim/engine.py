@@ -43,8 +43,9 @@ policy's key (keys do not change while a job waits), and a pass walks group
 heads in key order, dropping a group at its first failure; a pass stops when
 the placement can give no more GPUs (the free ones, or fewer: a placement's
 ``capacity``), and a preemptive pass drops the gangs larger than the free GPUs
-once no job may preempt for the rest of it; causes are re-derived only for jobs whose answer can have
-changed (by VC and gang size, when the GPUs available to the VC change).
+once no job may preempt for the rest of it; causes are re-derived only for
+jobs whose answer can have changed (by VC and gang size, when the GPUs
+available to the VC change).
 Consolidation looks only at the spread jobs whose room can have grown
 (:class:`.migration.SpreadJobs`).
 """
@@ -667,8 +668,9 @@ class Simulator:
                  for level, group in by_level.items() if group[0][1].level >= 0]   # a held job waits for its timer
         heapq.heapify(heads)
         borrowers = []
-        # a preemptive pass leaves out the same gangs once no job may preempt for the rest of it (every gang tried
-        # later ranks lower): free GPUs then only go (with backfill, a gang that cannot start blocks nothing)
+        # a preemptive pass leaves out the gangs larger than the free GPUs too, once no job may preempt for the rest
+        # of it (every gang tried later ranks lower): free GPUs then only go (with backfill, a gang that cannot start
+        # blocks nothing)
         prune = self.prunes_after_preemption and not capped and not head_of_line and self.gang_holds is None
         for phase in (0, 1):
             while heads:
