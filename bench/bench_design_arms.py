@@ -6,9 +6,10 @@ scenarios "none" and "paper" as the notebook runs them; cells that share a simul
 weekly blocks. The calibration comes from the cache (``make reports`` leaves it), else it is computed first (minutes).
 
 Target: the whole sweep within 450 CPU-s on this 2-core machine, and no arm above 40 CPU-s. The budget: ``make
-reports`` has 15 minutes; the calibration (notebook 01) takes about 7 of them before notebooks 05 and 06 can start, so
-the two share 2 cores for about 8 minutes (960 CPU-s), of which notebook 05's replays take about 300 and the
-notebooks' own work about 100. Writes bench/results/design_arms.json.
+reports`` has 15 minutes; the calibration (notebook 01) takes about 5 of them (7 on an unoptimised build of Python,
+which ``make`` avoids: scripts/pick_python.py) before notebooks 05 and 06 can start, so the two share 2 cores for
+about 8 minutes (960 CPU-s), of which notebook 05's replays take about 300 and the notebooks' own work about 100. CPU
+seconds are those of the interpreter .venv was made with. Writes bench/results/design_arms.json.
 
     python bench/bench_design_arms.py
 """

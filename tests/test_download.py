@@ -9,10 +9,10 @@ import pytest
 from dlcluster.trace.download import DownloadError, download, extract, fetch_trace
 
 
-def _archive(tmp_path):
+def _archive(tmp_path, members=(("trace-data/cluster_job_log", "[]"), ("trace-data/cluster_machine_list", "x"))):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, text in [("trace-data/cluster_job_log", "[]"), ("trace-data/cluster_machine_list", "x")]:
+        for name, text in members:
             data = text.encode()
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -53,3 +53,32 @@ def test_archive_without_job_log_is_rejected(tmp_path):
     with pytest.raises(DownloadError, match="no cluster_job_log"):
         extract(archive, tmp_path / "philly")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
+
+
+#: Python 3.11.4+ extracts with tarfile's "data" filter; earlier 3.11 releases have none (both are tested here)
+FILTERS = [pytest.param(True, id="data filter"), pytest.param(False, id="no filter (Python < 3.11.4)")]
+
+
+@pytest.mark.parametrize("with_filter", FILTERS)
+def test_extracts_with_or_without_tarfiles_filter(tmp_path, monkeypatch, with_filter):
+    if with_filter and not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python's tarfile has no extraction filter")
+    if not with_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    src, _ = _archive(tmp_path)
+    out = extract(src, tmp_path / "philly")
+    assert (out / "cluster_job_log").read_text() == "[]" and (out / "cluster_machine_list").read_text() == "x"
+
+
+@pytest.mark.parametrize("with_filter", FILTERS)
+def test_a_member_outside_the_archive_is_refused_and_nothing_is_left(tmp_path, monkeypatch, with_filter):
+    if with_filter and not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python's tarfile has no extraction filter")
+    if not with_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    src, _ = _archive(tmp_path, [("trace-data/cluster_job_log", "[]"), ("../escape.txt", "x")])
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(DownloadError, match="refused to extract"):
+        extract(src, work / "philly")
+    assert list(work.iterdir()) == [] and not (tmp_path / "escape.txt").exists()

@@ -66,6 +66,25 @@ def download(url: str, target: Path, expected_sha256: str, timeout: float = 30.0
     return target
 
 
+def _extract_all(tar: tarfile.TarFile, into: Path, archive: Path) -> None:
+    """Every member of ``tar`` into ``into``, refusing a member that could land outside it.
+
+    tarfile's "data" filter does that on Python 3.11.4 and later (PEP 706); an earlier 3.11 release (Debian's 3.11.2,
+    which ``make`` may choose: scripts/pick_python.py) has no filter, and gets the stricter rule the Philly archive
+    meets: plain files and folders, named inside the archive (no absolute name, no ``..``)."""
+    if hasattr(tarfile, "data_filter"):
+        try:
+            tar.extractall(into, filter="data")
+        except tarfile.FilterError as exc:
+            raise DownloadError(f"{archive}: refused to extract: {exc}") from None
+        return
+    for member in tar.getmembers():
+        if member.name.startswith("/") or ".." in Path(member.name).parts or not (member.isfile() or member.isdir()):
+            raise DownloadError(f"{archive}: refused to extract {member.name!r}: only plain files and folders named "
+                                "inside the archive are extracted")
+    tar.extractall(into)
+
+
 def extract(archive: Path, destination: Path) -> Path:
     """Extract into ``destination`` atomically; returns the folder holding ``cluster_job_log``."""
     if (destination / "cluster_job_log").exists():
@@ -73,7 +92,7 @@ def extract(archive: Path, destination: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}."))
     try:
         with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
+            _extract_all(tar, tmp, archive)
         found = next((p.parent for p in tmp.rglob("cluster_job_log")), None)
         if found is None:
             raise DownloadError(f"{archive}: no cluster_job_log inside; not the Philly trace archive")
