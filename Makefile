@@ -2,7 +2,7 @@
 # Everything else (the environment included) is built on demand.
 
 # the interpreter .venv is made with (only when it is made); unset: the fastest build of python3's own version here
-# (scripts/pick_python.py: Debian's optimised 3.11 ran make reports in 18% less CPU time than pyenv's source build).
+# (scripts/pick_python.py: Debian's optimised 3.11 ran make reports in 15% less CPU time than pyenv's source build).
 # make PYTHON=python3 keeps the default one
 PYTHON ?=
 # pytest-xdist workers of `make test` (they share one run of each notebook; 1: no workers, all in one process)

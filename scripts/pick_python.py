@@ -1,15 +1,17 @@
 """Print the interpreter `make` builds .venv with: the fastest build of the default python3's version on this machine.
 
 The simulator is pure Python, so the interpreter's build sets its speed. On the machines this project is built on,
-Debian's /usr/bin/python3.11 (built with profile-guided and link-time optimisation) ran `make reports` in 18% less
-CPU time than the python3 first on the PATH, pyenv's 3.11 (built from source without --enable-optimizations):
-11:21 instead of 13:51, with the same results. That decides whether `make reports` fits in its 15 minutes.
+Debian's /usr/bin/python3.11 (built with profile-guided and link-time optimisation) ran `make reports` in 15% less
+CPU time than the python3 first on the PATH, pyenv's 3.11 (built from source without --enable-optimizations): 10:56
+instead of 12:53, one fresh clone after the other, with the same results. That decides whether `make reports` fits
+in its 15 minutes.
 
 Candidates: ``python3`` on the PATH, then ``python3.X`` (its version) on the PATH and in /usr/bin and /usr/local/bin.
 Each must report the same version and be able to create a virtual environment with pip (``venv``, ``ensurepip``).
-Each runs the same pure-Python loop (heaps, dicts, objects: what the simulator does), best of three; the fastest is
-used if it is at least 10% faster than the first candidate, else the first, so that a near tie never changes the
-choice. Results do not depend on the choice (the golden results hold on either). ``make PYTHON=...`` overrides it.
+Each runs the same pure-Python loop (heaps, dicts, objects: what the simulator does) five times, the candidates
+taking turns, and its best time counts; the fastest is used if it is at least 5% faster than the first candidate, else
+the first, so that a near tie never changes the choice. Results do not depend on the choice (the golden results hold
+on either). ``make PYTHON=...`` overrides it.
 
     python3 scripts/pick_python.py        # prints e.g. /usr/bin/python3.11; says why on stderr
 """
@@ -20,7 +22,10 @@ import subprocess
 import sys
 
 #: Another build must be at least this much faster than the default to be chosen.
-MARGIN = 0.10
+MARGIN = 0.05
+#: Each candidate's loop is timed this many times, the candidates taking turns (a slow moment of a shared machine then
+#: falls on one timing of each, not on all timings of one); its best time counts.
+ROUNDS = 5
 
 PROBE = r"""
 import heapq, sys, time
@@ -47,17 +52,15 @@ def loop():
         total += len(groups[job.gpus]) if i % 3 else int(job.left)
     return total
 
-best = float("inf")
-for _ in range(3):
-    started = time.perf_counter()
-    loop()
-    best = min(best, time.perf_counter() - started)
-print("%d.%d" % sys.version_info[:2], usable, best, sys.executable)
+started = time.perf_counter()
+loop()
+print("%d.%d" % sys.version_info[:2], usable, time.perf_counter() - started, sys.executable)
 """
 
 
 def probe(command: str):
-    """(version, can make a venv, seconds of the loop, executable) of ``command``, or None if it does not run."""
+    """(version, can make a venv, seconds of one run of the loop, executable) of ``command``, or None if it does not
+    run."""
     try:
         out = subprocess.run([command, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True).stdout
         version, usable, seconds, executable = out.split(maxsplit=3)
@@ -96,6 +99,11 @@ def main() -> None:
     if not found:
         print("python3")
         return
+    for _ in range(ROUNDS - 1):
+        for i, (name, seconds, executable) in enumerate(found):
+            again = probe(name)
+            if again is not None:
+                found[i] = (name, min(seconds, again[2]), executable)
     chosen = choose(found)
     if len(found) > 1:
         timings = ", ".join(f"{exe} {seconds * 1000:.0f} ms" for _, seconds, exe in found)

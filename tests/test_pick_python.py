@@ -18,11 +18,11 @@ def _module():
 
 def test_the_first_candidate_is_kept_unless_another_is_clearly_faster():
     choose = _module().choose
-    assert choose([("python3", 1.00, "/a"), ("/usr/bin/python3.11", 0.95, "/b")])[0] == "python3"   # 5%: a near tie
-    assert choose([("python3", 1.00, "/a"), ("/usr/bin/python3.11", 0.75, "/b")])[0] == "/usr/bin/python3.11"
+    assert choose([("python3", 1.00, "/a"), ("/usr/bin/python3.11", 0.97, "/b")])[0] == "python3"   # 3%: a near tie
+    assert choose([("python3", 1.00, "/a"), ("/usr/bin/python3.11", 0.90, "/b")])[0] == "/usr/bin/python3.11"
     assert choose([("python3", 0.70, "/a"), ("/usr/bin/python3.11", 1.00, "/b")])[0] == "python3"
     # of several clearly faster ones, the fastest
-    assert choose([("python3", 1.0, "/a"), ("x", 0.8, "/b"), ("y", 0.6, "/c"), ("z", 0.85, "/d")])[0] == "y"
+    assert choose([("python3", 1.0, "/a"), ("x", 0.9, "/b"), ("y", 0.8, "/c"), ("z", 0.92, "/d")])[0] == "y"
 
 
 def test_the_choice_runs_python3s_own_version_and_can_make_a_venv():
