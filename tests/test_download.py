@@ -55,27 +55,22 @@ def test_archive_without_job_log_is_rejected(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tar.gz"]
 
 
-#: Python 3.11.4+ extracts with tarfile's "data" filter; earlier 3.11 releases have none (both are tested here)
-FILTERS = [pytest.param(True, id="data filter"), pytest.param(False, id="no filter (Python < 3.11.4)")]
-
-
-@pytest.mark.parametrize("with_filter", FILTERS)
-def test_extracts_with_or_without_tarfiles_filter(tmp_path, monkeypatch, with_filter):
-    if with_filter and not hasattr(tarfile, "data_filter"):
+@pytest.fixture(params=[True, False], ids=["data filter", "no filter (Python < 3.11.4)"])
+def tar_filter(request, monkeypatch):
+    """Extraction with tarfile's "data" filter (Python 3.11.4+), or as on earlier 3.11 releases, which have none."""
+    if request.param and not hasattr(tarfile, "data_filter"):
         pytest.skip("this Python's tarfile has no extraction filter")
-    if not with_filter:
+    if not request.param:
         monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+
+def test_extracts_with_or_without_tarfiles_filter(tmp_path, tar_filter):
     src, _ = _archive(tmp_path)
     out = extract(src, tmp_path / "philly")
     assert (out / "cluster_job_log").read_text() == "[]" and (out / "cluster_machine_list").read_text() == "x"
 
 
-@pytest.mark.parametrize("with_filter", FILTERS)
-def test_a_member_outside_the_archive_is_refused_and_nothing_is_left(tmp_path, monkeypatch, with_filter):
-    if with_filter and not hasattr(tarfile, "data_filter"):
-        pytest.skip("this Python's tarfile has no extraction filter")
-    if not with_filter:
-        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+def test_a_member_outside_the_archive_is_refused_and_nothing_is_left(tmp_path, tar_filter):
     src, _ = _archive(tmp_path, [("trace-data/cluster_job_log", "[]"), ("../escape.txt", "x")])
     work = tmp_path / "work"
     work.mkdir()
