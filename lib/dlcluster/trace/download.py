@@ -70,8 +70,8 @@ def _extract_all(tar: tarfile.TarFile, into: Path, archive: Path) -> None:
     """Every member of ``tar`` into ``into``, refusing a member that could land outside it.
 
     tarfile's "data" filter does that on Python 3.11.4 and later (PEP 706); an earlier 3.11 release (Debian's 3.11.2,
-    which ``make`` may choose: scripts/pick_python.py) has no filter, and gets the stricter rule the Philly archive
-    meets: plain files and folders, named inside the archive (no absolute name, no ``..``)."""
+    which ``make`` may choose: scripts/pick_python.py) has no filter, and gets a stricter rule, which an archive of
+    files in folders meets: plain files and folders, named inside the archive (no absolute name, no ``..``)."""
     if hasattr(tarfile, "data_filter"):
         try:
             tar.extractall(into, filter="data")
