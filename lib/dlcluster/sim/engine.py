@@ -1,53 +1,29 @@
-"""The discrete-event simulator of a Philly-like GPU cluster.
+"""The discrete-event simulator of a Philly-like GPU cluster: the event loop and the job state.
 
-Events (arrivals, attempt ends and failures, policy timers) are handled in
-``(time, kind, sequence)`` order (arrivals come from a pre-sorted stream merged
-in at their place in that order); after all events of one timestamp, one
-scheduling pass runs (with ``heartbeat``, only at the next scheduling-cycle
-tick, :mod:`.heartbeat`):
+Events (arrivals, attempt ends and failures, policy timers) are handled in ``(time, kind, sequence)`` order (arrivals
+come from a pre-sorted stream merged in at their place in that order); after all events of one timestamp, one
+scheduling pass runs (with ``heartbeat``, only at the next scheduling-cycle tick, :mod:`.heartbeat`):
 
-1. Waiting jobs are tried in the policy's order. A job whose VC has quota left
-   for its whole gang is tried first; jobs that would exceed their VC's quota
-   may then borrow idle GPUs (Philly's fair sharing; ``lending=False`` forbids
-   it), up to its maximum capacity (``max_capacity``; :mod:`.sharing`) and, with
-   ``lending_limit``, within what the other VCs may lend (:mod:`.lending`). Jobs
-   that cannot be placed are skipped (backfill). A preemptive policy may
-   preempt lower-priority running jobs for a job that does not fit; with
-   ``reclaim``, VCs below their quota take lent GPUs back (:mod:`.sharing`).
+1. Waiting jobs are tried in the policy's order. A job whose VC has quota left for its whole gang is tried first;
+   jobs that would exceed their VC's quota may then borrow idle GPUs (Philly's fair sharing; ``lending=False``
+   forbids it), up to its maximum capacity (``max_capacity``; :mod:`.sharing`) and, with ``lending_limit``, within
+   what the other VCs may lend (:mod:`.lending`). Jobs that cannot be placed are skipped (backfill). A preemptive
+   policy may preempt lower-priority running jobs for a job that does not fit; with ``reclaim``, VCs below their
+   quota take lent GPUs back (:mod:`.sharing`).
 2. With a migration option, fragmentation is repaired by moving jobs.
-3. Every job still waiting has the cause of its wait, fixed until the cluster
-   state changes:
+3. Every job still waiting has the cause of its wait (fair share, back-off or fragmentation), and Table 2's split of
+   that time is booked: :mod:`.causes`.
 
-   * ``fair_share``: fewer GPUs that its VC may use are free than it needs
-     (its quota is used up, or lent to VCs over quota, and no idle GPU can be
-     lent, or its VC is at its maximum capacity); with ``quotas=None`` this is
-     plain contention for capacity;
-   * ``backoff``: enough such GPUs are free, so a looser placement exists, but
-     the policy is still holding out for locality (Philly before the timeout);
-   * ``fragmentation``: enough such GPUs are free but no placement meets the
-     locality the job requires.
+A job's speed comes from the slowdown model and changes when neighbours come and go; its end event is then
+rescheduled (stale events carry an old token and are skipped).
 
-   Back-off and fragmentation are split again (:mod:`.results`): *held* while
-   a back-off timer alone holds the job (no pass tries it); else no placement
-   met its locality, in stretches ended by a relax timeout, a placement
-   freeing up, or the GPUs going. Table 2 counts the latter as fragmentation.
-
-A job's speed comes from the slowdown model and changes when neighbours come
-and go; its end event is then rescheduled (stale events carry an old token and
-are skipped).
-
-Cost: the heap holds only running jobs' and timers' events; waiting jobs are
-kept in groups of equal VC, gang size and locality level (and GPU-type pool, with
-``gpu_pools``: :mod:`.pools`), each sorted by the
-policy's key (keys do not change while a job waits), and a pass walks group
-heads in key order, dropping a group at its first failure; a pass stops when
-the placement can give no more GPUs (the free ones, or fewer: a placement's
-``capacity``), and a preemptive pass drops the gangs larger than the free GPUs
-once no job may preempt for the rest of it; causes are re-derived only for
-jobs whose answer can have changed (by VC and gang size, when the GPUs
-available to the VC change).
-Consolidation looks only at the spread jobs whose room can have grown
-(:class:`.migration.SpreadJobs`).
+Cost: the heap holds only running jobs' and timers' events; waiting jobs are kept in groups of equal VC, gang size and
+locality level (and GPU-type pool, with ``gpu_pools``: :mod:`.pools`), each sorted by the policy's key (keys do not
+change while a job waits), and a pass walks group heads in key order, dropping a group at its first failure; a pass
+stops when the placement can give no more GPUs (the free ones, or fewer: a placement's ``capacity``), and a
+preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it; causes are
+re-derived only for jobs whose answer can have changed (:mod:`.causes`). Consolidation looks only at the spread jobs
+whose room can have grown (:class:`.migration.SpreadJobs`).
 """
 
 from __future__ import annotations
@@ -65,12 +41,13 @@ from .events import EventKind
 from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
 from .gang import GangHolds
 from .heartbeat import CycleState, Heartbeat
-from .jobs import Cause, Job, JobState, LocalityEnd, Outcome
+from .causes import WaitCauses
+from .jobs import Job, JobState, Outcome
 from .lending import LendingLimit, LendingState
 from .migration import SpreadJobs
 from .placement import Locality, best_feasible_level, make_placement
 from .policies import make_policy
-from .pools import PooledCluster, changed_causes
+from .pools import PooledCluster
 from .preemption import PassState, preempt_for
 from .results import SimResult
 from .sampler import Sampler, pending_bucket, progress_bar
@@ -83,8 +60,6 @@ from .workload import Workload
 _WAITING, _RUNNING, _DONE = JobState.WAITING, JobState.RUNNING, JobState.DONE
 _END, _FAIL, _ARRIVAL = int(EventKind.JOB_END), int(EventKind.ATTEMPT_FAIL), int(EventKind.ARRIVAL)
 _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
-_FAIR_SHARE, _FRAGMENTATION, _BACKOFF = int(Cause.FAIR_SHARE), int(Cause.FRAGMENTATION), int(Cause.BACKOFF)
-_RELAXED, _PLACED, _CONTENDED = int(LocalityEnd.RELAXED), int(LocalityEnd.PLACED), int(LocalityEnd.CONTENDED)
 # plain ints in the hot paths: an enum member's attribute lookup costs several times an int comparison
 _FINISHED, _FAILED, _PREEMPTED = int(Outcome.FINISHED), int(Outcome.FAILED), int(Outcome.PREEMPTED)
 _MIGRATED, _PRERUN_DONE = int(Outcome.MIGRATED), int(Outcome.PRERUN_DONE)
@@ -114,26 +89,20 @@ def _gc_paused():
 class Simulator:
     """One simulation run. ``Simulator(workload, topology, policy, ...).run() -> SimResult``.
 
-    ``quotas``: ``{vc: GPUs}``; VCs missing from it get quota 0 (they only
-    borrow idle GPUs). None means no VC limits. ``lending``: VCs may use idle
-    GPUs beyond their quota, up to ``max_capacity`` (``{vc: GPUs}``; a VC not
-    in it, or None: the whole cluster). ``reclaim``: a :class:`~.sharing.Reclaim`
-    (VCs below their quota preempt borrowers), or None. ``slowdown``: "default", None
-    (ideal speed) or a callable ``(gpus_per_server, num_racks, colocated_jobs)``.
-    ``failures``: a :class:`FailureModel` (None: no failures beyond those in
-    the trace's run times). ``retry``: a :class:`RetryPolicy` or preset name.
-    ``early_stop``: end jobs when their loss converged (``converge_frac``).
-    ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
-    ``restart_overhead_s``: time each attempt after the first spends restoring
-    before it makes progress. ``gang_hold``: a waiting gang holds the free GPUs it
-    wants until it starts or relaxes (:mod:`.gang`). ``user_limits``: a
-    :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None.
-    ``lending_limit``: a :class:`~.lending.LendingLimit` (each VC lends at most a
-    share of its idle quota), or None. ``heartbeat``: a :class:`~.heartbeat.Heartbeat`
-    (scheduling passes only at cycle ticks), or None.
-    ``gpu_pools``: each job's GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only on that
-    pool's servers and its wait counts that pool's free GPUs; None: one pool.
-    ``progress``: show a tqdm progress bar.
+    ``quotas``: ``{vc: GPUs}``; VCs missing from it get quota 0 (they only borrow idle GPUs). None means no VC
+    limits. ``lending``: VCs may use idle GPUs beyond their quota, up to ``max_capacity`` (``{vc: GPUs}``; a VC not
+    in it, or None: the whole cluster). ``reclaim``: a :class:`~.sharing.Reclaim` (VCs below their quota preempt
+    borrowers), or None. ``slowdown``: "default", None (ideal speed) or a callable ``(gpus_per_server, num_racks,
+    colocated_jobs)``. ``failures``: a :class:`FailureModel` (None: no failures beyond those in the trace's run
+    times). ``retry``: a :class:`RetryPolicy` or preset name. ``early_stop``: end jobs when their loss converged
+    (``converge_frac``). ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
+    ``restart_overhead_s``: time each attempt after the first spends restoring before it makes progress.
+    ``gang_hold``: a waiting gang holds the free GPUs it wants until it starts or relaxes (:mod:`.gang`).
+    ``user_limits``: a :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None. ``lending_limit``:
+    a :class:`~.lending.LendingLimit` (each VC lends at most a share of its idle quota), or None. ``heartbeat``: a
+    :class:`~.heartbeat.Heartbeat` (scheduling passes only at cycle ticks), or None. ``gpu_pools``: each job's
+    GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only on that pool's servers and its
+    wait counts that pool's free GPUs; None: one pool. ``progress``: show a tqdm progress bar.
     """
 
     #: A preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it
@@ -157,7 +126,6 @@ class Simulator:
             raise ValueError(f"retry: unknown preset {retry!r}; choose from {sorted(RETRY_PRESETS)}")
         self.workload, self.topology, self.seed = workload, topology, seed
         self.policy = make_policy(policy)
-        self._relaxes = self.policy.relaxes   # read for every cause set: a property, looked up once
         self.placement = make_placement(placement or self.policy.default_placement)
         # the cluster's count of the GPUs the placement can still give (a full pass stops when it is 0, and skips a
         # gang larger): a placement may name a narrower one than the free GPUs (the dedicated arm: those of servers
@@ -219,10 +187,8 @@ class Simulator:
         # from admission and placement), each group sorted by policy key: vc -> {gpus -> {level -> [(key, job)]}};
         # with pools the level's key is (level, pool) and what each VC was offered is kept per pool
         self.groups = [dict() for _ in self.vc_names]
-        self.allocation_changes, self._classified_at = 0, None
-        self._avail_seen = [self._available(v) if self.pools is None else
-                            [self._available(v, p) for p in range(len(self.pools.pool_states))]
-                            for v in range(len(self.vc_names))]
+        self.allocation_changes = 0
+        self.causes = WaitCauses(self)   # each waiting job's cause and Table 2's stretches
         self._new: list[Job] = []
         self._capacity_freed = self._priorities_changed = False
         self._speed_cache: dict = {}
@@ -451,8 +417,7 @@ class Simulator:
 
     def set_level(self, job: Job, level: int, now: float) -> None:
         """Change a waiting job's locality level (policies relax it) and reconsider it now."""
-        if job.cause is not None and job.cause != _FAIR_SHARE:
-            self._end_stretch(job, now, _RELAXED)
+        self.causes.relaxed(job, now)
         if self.gang_holds is not None and level > job.min_level and self.gang_holds.lift(job, now) is not None:
             self._capacity_freed = True     # its timeout: a gang gives back the GPUs it held
         self._remove_waiting(job)
@@ -462,10 +427,7 @@ class Simulator:
 
     def start(self, job: Job, counts, level: int, now: float) -> None:
         """A waiting job starts an attempt on ``counts`` = [(server, GPUs)]."""
-        if job.cause is not None:
-            job.delay[job.cause] += now - job.cause_since
-            if job.cause != _FAIR_SHARE:
-                self._end_stretch(job, now, _PLACED)
+        self.causes.placed(job, now)
         self._remove_waiting(job)
         if self.gang_holds is not None:
             self.gang_holds.lift(job, now)
@@ -634,7 +596,7 @@ class Simulator:
                 raise RuntimeError(f"scheduling at t={now} does not settle (policy {self.policy!r})")
         touched.extend(self._new)
         self._new = []
-        self._classify(touched, now)
+        self.causes.classify(touched, now)
         if self.reclaim is not None:
             arm_reclaim(self, now)
 
@@ -783,81 +745,3 @@ class Simulator:
 
     def admissible(self, job: Job) -> bool:
         return job.gpus_now <= self._available(job.vc, None if self.pools is None else job.pool)
-
-    def _classify(self, touched, now: float) -> None:
-        """Update the causes of jobs whose cause may have changed (see the module docstring).
-
-        Invariant: each waiting job's cause matches ``_avail_seen`` of its VC.
-        """
-        if not self.waiting:
-            return
-        touched = [job for job in touched if job.state is _WAITING]
-        for job in touched:
-            if job.cause is None:   # still waiting after the pass of its enqueue time
-                self.policy.on_wait(job, now, self)
-            if self.gang_holds is not None and self.gang_holds.eligible(job):
-                self.gang_holds.take(job, now)
-        free = self.cluster.total_free
-        # what each VC may take changes only with the GPUs in use (every allocation change is counted); a VC
-        # with no waiting job is brought up to date when one of its jobs is touched
-        if (free, self.allocation_changes) != self._classified_at:
-            self._classified_at = (free, self.allocation_changes)
-            cap, used, seen = self.vc_cap, self.vc_used, self._avail_seen
-            # _update_causes' own test first, where it is this simple (one pool, no lending limit): most VCs'
-            # available GPUs did not change
-            quick = self.pools is None and self.lending_state is None
-            for v, by_gpus in enumerate(self.groups):
-                if by_gpus and (not quick or (free if free < cap[v] - used[v] else cap[v] - used[v]) != seen[v]):
-                    self._update_causes(v, free, now)
-            if self.gang_holds is not None:   # a holder's own GPUs are free to it: its cause is re-derived each time
-                touched.extend(self.jobs[i] for i in self.gang_holds.held)
-        for job in touched:
-            self._update_causes(job.vc, free, now)
-            seen = self._avail_seen[job.vc]
-            self._set_cause(job, seen if self.pools is None else seen[job.pool], now)
-
-    def _update_causes(self, v: int, free: int, now: float) -> None:
-        if self.pools is not None:
-            for job, avail in changed_causes(self.groups[v], self._avail_seen[v], self._room(v),
-                                             self.pools.pool_states):
-                self._set_cause(job, avail, now)
-            return
-        avail = min(free, self._room(v))
-        seen = self._avail_seen[v]
-        if avail == seen:
-            return
-        self._avail_seen[v] = avail
-        low, high = (avail, seen) if avail < seen else (seen, avail)
-        for g, by_level in self.groups[v].items():
-            if low < g <= high:
-                for group in by_level.values():
-                    for _, job in group:
-                        self._set_cause(job, avail, now)
-
-    def _set_cause(self, job: Job, avail: int, now: float) -> None:
-        if self.gang_holds is not None:
-            avail += self.gang_holds.count.get(job.idx, 0)
-        if job.gpus_now > avail or (self.users is not None and not self.users.admits(job)):
-            cause = _FAIR_SHARE
-        elif job.level < 0 or (self._relaxes and job.level < _ANYWHERE):   # held, or holding out for locality
-            cause = _BACKOFF
-        else:
-            cause = _FRAGMENTATION
-        if cause != job.cause:
-            if job.cause is not None:
-                job.delay[job.cause] += now - job.cause_since
-            if job.cause is None or job.cause == _FAIR_SHARE:
-                job.stretch_since = now     # where a stretch of back-off or fragmentation would begin
-            elif cause == _FAIR_SHARE:
-                self._end_stretch(job, now, _CONTENDED)
-            job.cause, job.cause_since = cause, now
-
-    @staticmethod
-    def _end_stretch(job: Job, now: float, end: int) -> None:
-        """Book the back-off or fragmentation time since ``job.stretch_since``: held by the timer, or waiting for
-        locality that ended as ``end`` (a :class:`LocalityEnd`); the next stretch starts now."""
-        if job.level < 0:
-            job.held_s += now - job.stretch_since
-        else:
-            job.locality_end[end] += now - job.stretch_since
-        job.stretch_since = now

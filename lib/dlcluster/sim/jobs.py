@@ -13,7 +13,7 @@ class JobState(IntEnum):
 
 
 class Cause(IntEnum):
-    """Why a waiting job is not running (see :mod:`dlcluster.sim.engine`)."""
+    """Why a waiting job is not running (see :mod:`dlcluster.sim.causes`)."""
 
     FAIR_SHARE = 0
     FRAGMENTATION = 1
@@ -61,7 +61,7 @@ class Job:
         "tighter_needs",
         # queueing
         "key", "level", "pool", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
-        # back-off and fragmentation time split by what held the job and how each stretch ended (engine._stretch)
+        # back-off and fragmentation time split by what held the job and how each stretch ended (causes.py)
         "stretch_since", "held_s", "locality_end",
         # policy state
         "attained", "queue",

@@ -7,9 +7,9 @@ is the UTC timestamp. Per job:
   ``jct_s`` = end - arrival, ``run_time_s`` = end - first start;
 * ``wait_s`` = all time spent waiting (first wait and re-queues), split
   exactly into ``delay_fair_share_s + delay_fragmentation_s + delay_backoff_s``
-  (see :mod:`dlcluster.sim.engine` for the causes);
+  (see :mod:`dlcluster.sim.causes` for the causes);
 * the same back-off and fragmentation time split again, exactly, by what held
-  the job (engine docstring): ``held_by_timer_s`` (the back-off timer alone)
+  the job (:mod:`dlcluster.sim.causes`): ``held_by_timer_s`` (the back-off timer alone)
   and ``locality_relaxed_s``, ``locality_placed_s``, ``locality_contended_s``
   (no placement met its locality, in stretches that ended at a relax timeout,
   at its start where it waited, or when the GPUs went);
