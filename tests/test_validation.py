@@ -866,6 +866,20 @@ def test_waiting_variants_switch_the_cycle_and_the_lending_limit_and_the_search_
         assert sr._enqueue(sr.START_POINTS[0], sr.DEFAULT_SPACE, vc.ReplayParams())[f"{axis}:on"] is False
 
 
+def test_the_replay_counts_locality_delay_with_headroom_and_keeps_the_old_clock_as_an_ablation_row():
+    # issue 47: the replay's Philly policy gets the headroom clock; the first-pass clock is one ablation row away
+    assert vc.ReplayParams().relax_clock == "headroom"
+    rows = heldout.waiting_variants(vc.ReplayParams())
+    old = rows["relax clock from first pass (old)"]
+    assert {k for k, v in asdict(old).items() if v != asdict(vc.ReplayParams())[k]} == {"relax_clock"}
+    assert "clock from the first pass" in old.label() and "clock" not in vc.ReplayParams().label()
+    assert heldout.waiting_variants(old)["relax clock only with headroom (YARN)"] == vc.ReplayParams()
+    # no relax, no clock: the row is left out and the field is inert
+    assert not any("relax clock" in name for name in heldout.waiting_variants(vc.ReplayParams(locality="any")))
+    assert vc.ReplayParams(locality="any", relax_clock="first_pass").effective() == \
+        vc.ReplayParams(locality="any").effective()
+
+
 def test_placement_facts_count_jobs_by_memory_size_and_server_size():
     from dlcluster.validation.ingredients import placement_facts
     machines = pd.DataFrame({"machine": ["a", "b", "c", "d"], "num_gpus": [8, 8, 4, 4],

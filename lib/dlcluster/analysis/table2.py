@@ -34,9 +34,12 @@ fair-share. Time before the first event in the trace sees an empty cluster.
 
 The simulator's Table 2 (:data:`SIM_CAUSE_COLUMNS`) has the same definition,
 from its own state: fragmentation is the time its VC had the GPUs (within
-quota, or lent) while no placement met the locality it asked for then (its
-back-off towards relaxing locality included, as in the paper); the time a
-back-off timer alone held a job, which no pass tried, is other.
+quota, or lent), its user limit admitted it and its pool had them free (YARN's
+headroom) while no placement met the locality it asked for then (its back-off
+towards relaxing locality included, as in the paper); the time a back-off timer
+alone held a job, which no pass tried, is other. The replay's relax timer runs
+only in that time (``relax_clock="headroom"``, :mod:`dlcluster.sim.causes`), so a
+stretch that ends at the timeout is time with headroom and no local placement.
 :func:`fragmentation_endings` says how that fragmentation ended: at the relax
 timeout, at a placement freeing up, or with the GPUs gone.
 """
@@ -224,10 +227,10 @@ def fragmentation_endings(table: pd.DataFrame, end_columns: dict[str, str] | Non
 
     ``table`` has ``bucket`` (or ``num_gpus``) and one seconds column per ending (default the simulator's,
     :data:`LOCALITY_END_COLUMNS`). Columns: ``rows`` and ``fragmented`` (rows with any fragmentation),
-    ``fragmentation_h``, ``median_fragmentation_s`` (per fragmented row), and per ending ``<end>_share`` (of the
-    fragmentation seconds; NaN without any) and ``<end>_median_s`` (median per row that has that ending; NaN when
-    none has). Every bucket's fragmentation ending at the timeout is the relax timer, not a placement: read with
-    :func:`fragmentation_endings_finding`.
+    ``fragmentation_h``, ``median_fragmentation_s`` (per fragmented row), and per ending ``<end>_h`` (its total),
+    ``<end>_share`` (of the fragmentation seconds; NaN without any), ``<end>_jobs`` (rows with that ending) and
+    ``<end>_median_s`` (median per row that has that ending; NaN when none has). Every bucket's fragmentation
+    ending at the timeout is the relax timer, not a placement: read with :func:`fragmentation_endings_finding`.
     """
     end_columns = end_columns or LOCALITY_END_COLUMNS
     df = table.copy()
@@ -247,7 +250,9 @@ def fragmentation_endings(table: pd.DataFrame, end_columns: dict[str, str] | Non
                "median_fragmentation_s": float(np.median(total[hit])) if hit.any() else np.nan}
         for end in end_columns:
             part = seconds.loc[mine, end]
+            row[f"{end}_h"] = float(part.sum()) / 3600
             row[f"{end}_share"] = float(part.sum() / frag) if frag > 0 else np.nan
+            row[f"{end}_jobs"] = int((part > 0).sum())
             row[f"{end}_median_s"] = float(part[part > 0].median()) if (part > 0).any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows).set_index("bucket")

@@ -19,6 +19,13 @@ its locality, in stretches ended by a relax timeout (``relaxed``), a placement
 freeing up (``placed``), or the GPUs going (``contended``: the cause turned to
 fair share). Table 2 counts the latter as fragmentation.
 
+With the policy's ``relax_clock="headroom"`` (:data:`.policies.base.RELAX_CLOCKS`, YARN's delay scheduling) the
+relax timer of a job runs only while it has headroom: a change of cause to fair share pauses it, a change back
+resumes it with the time it had left (:meth:`WaitCauses.set_cause` calls the policy). A stretch that ends at the
+timeout then lasted exactly the time the job had headroom and no local placement since its previous stretch ended, and
+the relax timeout is the sum of such stretches at one level: Table 2's fragmentation is time with headroom and no
+local placement, however the clock runs.
+
 Cost: causes are re-derived only for jobs whose answer can have changed: by VC
 and gang size (by pool, with pools), when the GPUs available to the VC change;
 ``avail_seen`` holds what each VC (each VC's pool) was last offered.
@@ -45,6 +52,9 @@ class WaitCauses:
     def __init__(self, sim):
         self.sim = sim
         self.relaxes = sim.policy.relaxes   # read for every cause set: a property, looked up once
+        # the headroom clock (policies/base.py RELAX_CLOCKS): a change to or from fair share pauses or resumes the
+        # relax timer
+        self.clock = sim.policy if self.relaxes and getattr(sim.policy, "relax_clock", None) == "headroom" else None
         self.classified_at = None
         pools = sim.pools
         self.avail_seen = [sim._available(v) if pools is None else
@@ -121,6 +131,13 @@ class WaitCauses:
             elif cause == _FAIR_SHARE:
                 self.end_stretch(job, now, _CONTENDED)
             job.cause, job.cause_since = cause, now
+        clock = self.clock
+        if clock is not None:
+            if cause == _FAIR_SHARE:
+                if job.relax_due is not None:
+                    clock.pause_relax(job, now)
+            elif job.relax_due is None and job.relax_left is not None and job.level >= 0:
+                clock.arm_relax(job, now, sim)
 
     def placed(self, job: Job, now: float) -> None:
         """A waiting job starts: book the time since its last cause change; a stretch ends as placed."""

@@ -385,8 +385,8 @@ class Simulator:
     def _enqueue(self, job: Job, now: float) -> None:
         job.state = _WAITING
         job.wait_token += 1
-        job.cause_since = now
-        job.cause = None
+        job.cause_since, job.cause = now, None
+        job.relax_due = job.relax_left = None   # the relax clock (policies/base.py) starts afresh
         self.policy.on_enqueue(job, now, self)
         self._add_waiting(job)
         self._new.append(job)

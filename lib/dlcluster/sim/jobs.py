@@ -61,6 +61,9 @@ class Job:
         "tighter_needs",
         # queueing
         "key", "level", "pool", "wait_token", "cause", "cause_since", "delay", "starved_since", "starved_check",
+        # the relax timer under the headroom clock (policies/base.py): when it fires (None: not running), and the
+        # seconds it has left while paused (None: no timer at this level)
+        "relax_due", "relax_left",
         # back-off and fragmentation time split by what held the job and how each stretch ended (causes.py)
         "stretch_since", "held_s", "locality_end",
         # policy state
@@ -104,6 +107,7 @@ class Job:
         self.wait_token = 0
         self.cause = None
         self.cause_since = 0.0
+        self.relax_due = self.relax_left = None
         self.delay = [0.0, 0.0, 0.0]
         self.stretch_since = 0.0
         self.held_s = 0.0

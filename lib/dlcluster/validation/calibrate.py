@@ -43,7 +43,9 @@ UNKNOWN_VC_QUOTAS = ("none", "demand")
 
 @dataclass(frozen=True)
 class ReplayParams:
-    """The replay's modelling choices; the defaults are the simulator's defaults before calibration."""
+    """The replay's modelling choices; the defaults are the simulator's defaults before calibration, but for the relax
+    clock: the replay counts locality delay as YARN does (``relax_clock="headroom"``), the simulator's policies keep
+    the first-pass clock unless told (:data:`dlcluster.sim.policies.base.RELAX_CLOCKS`)."""
 
     unknown_vc_quota: str = "none"   # "none": VCs without a public node count only borrow; "demand": see vc_quotas
     lending: bool = True
@@ -56,6 +58,9 @@ class ReplayParams:
     relax_after_s: float = 180.0
     # a gang larger than a server holds out at each locality level this long (sim/relax.py); None: relax_after_s
     gang_relax_after_s: float | None = None
+    # issue 47: when the relax timer runs: "headroom" only while the job's VC, user limit and pool could give it its
+    # GPUs (YARN's delay scheduling), "first_pass" from its first scheduling pass (the replay before issue 47)
+    relax_clock: str = "headroom"
     rack_size: int = 16
     # "most_free", "best_fit", "whole_servers" (sim/placement.py) or "packed" (sim/packing.py's rules)
     placement: str = "most_free"
@@ -136,7 +141,8 @@ class ReplayParams:
         return (f"quotas={'on' if self.quotas else 'off'} (unknown VCs: {self.unknown_vc_quota}), "
                 f"lending={lending}, reclaim={reclaim}, locality={self.locality}, "
                 f"relax={self.relax_after_s:g}s"
-                f"{'' if self.gang_relax_after_s is None else f' (gangs: {self.gang_relax_after_s:g}s)'}, "
+                f"{'' if self.gang_relax_after_s is None else f' (gangs: {self.gang_relax_after_s:g}s)'}"
+                f"{'' if self.relax_clock == 'headroom' else ' (clock from the first pass)'}, "
                 f"rack={self.rack_size}, placement={self.placement_label()}, "
                 f"latency={latency}, policy={self.policy}, ingredients: {self.ingredients()}")
 
@@ -153,10 +159,10 @@ class ReplayParams:
         sets with the same effective parameters give the same simulation (the calibration's polish replays one of them).
 
         Inert: the packing rules (``steer_single``, ``gang_whole_servers``) without ``placement="packed"``; the gang
-        timeout where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where nothing waits for
-        it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor where caps come
-        from demand (``cap_quantile``); every policy option under a policy other than Philly's; the lending limit where
-        nothing is lent (no quotas, or lending off); the pools' shares without pools.
+        timeout and the relax clock where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where
+        nothing waits for it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor
+        where caps come from demand (``cap_quantile``); every policy option under a policy other than Philly's; the
+        lending limit where nothing is lent (no quotas, or lending off); the pools' shares without pools.
         """
         default = ReplayParams()
         inert = {}
@@ -165,7 +171,7 @@ class ReplayParams:
         if self.policy != "philly":
             inert.update(locality=default.locality, relax_after_s=default.relax_after_s, backoff=default.backoff)
         if self.policy != "philly" or self.locality != "relax":
-            inert["gang_relax_after_s"] = default.gang_relax_after_s
+            inert.update(gang_relax_after_s=default.gang_relax_after_s, relax_clock=default.relax_clock)
         if self.policy == "philly" and self.locality == "any" and self.backoff == "gangs":
             inert["relax_after_s"] = default.relax_after_s
         if self.cap_quantile is not None:
@@ -241,7 +247,7 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     if quotas is not None and topology.total_gpus != listed.total_gpus:
         quotas = scale_quotas(quotas, topology.total_gpus, listed.total_gpus)
     policy = PhillyPolicy(locality=params.locality, relax_after_s=params.relax_after_s, backoff=params.backoff,
-                          gang_relax_after_s=params.gang_relax_after_s) \
+                          gang_relax_after_s=params.gang_relax_after_s, relax_clock=params.relax_clock) \
         if params.policy == "philly" else make_policy(params.policy)
     workload = replay.workload
     latency = scheduler_latency(params, workload.num_gpus, seed)

@@ -122,10 +122,20 @@ def ingredient_variants(best: ReplayParams) -> dict:
     return rows
 
 
+#: The ablation rows of the relax clock (issue 47; sim/policies/base.py RELAX_CLOCKS), by the clock they switch to
+RELAX_CLOCK_ROWS = {"first_pass": "relax clock from first pass (old)",
+                    "headroom": "relax clock only with headroom (YARN)"}
+
+
 def waiting_variants(best: ReplayParams) -> dict:
     """Issue 38's candidates for what made jobs wait while a local placement existed, switched the other way: a
-    scheduling cycle (sim/heartbeat.py) and lending limited per VC (sim/lending.py)."""
+    scheduling cycle (sim/heartbeat.py) and lending limited per VC (sim/lending.py); and issue 47's relax clock (the
+    first-pass clock the replay had before, where the calibrated one counts only time with headroom), where locality
+    relaxes."""
     rows = {}
+    if best.policy == "philly" and best.locality == "relax":
+        other = "first_pass" if best.relax_clock == "headroom" else "headroom"
+        rows[RELAX_CLOCK_ROWS[other]] = replace(best, relax_clock=other)
     if best.heartbeat_s is None:
         rows[f"a scheduling cycle ({ABLATION_HEARTBEAT_S:g}-s YARN heartbeats)"] = replace(
             best, heartbeat_s=ABLATION_HEARTBEAT_S)

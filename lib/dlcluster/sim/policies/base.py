@@ -27,7 +27,9 @@ ever get, ``any`` accepts any spread (placement still tries tight levels
 first), ``relax`` starts strict and loosens one level every ``relax_after_s``
 seconds of waiting (Philly's back-off; ``gang_relax_after_s``: a gang larger than a
 server has its own timeout, :mod:`..relax`). Waiting while a looser placement exists
-is attributed to back-off. ``backoff="every"`` holds back *every* job that
+is attributed to back-off. ``relax_clock`` says when that waiting counts: ``"first_pass"`` (the
+default) from the job's first scheduling pass, whatever it waits for; ``"headroom"`` only while it
+has headroom (:data:`RELAX_CLOCKS`). ``backoff="every"`` holds back *every* job that
 cannot start when first tried for one ``relax_after_s``, ``"borrowers"`` every
 job that would have to borrow beyond its VC's quota (:mod:`..backoff`).
 """
@@ -36,12 +38,28 @@ from __future__ import annotations
 
 from ..backoff import HELD, check_scope, released_level
 from ..events import EventKind
+from ..jobs import Cause
 from ..placement import Locality
 from ..relax import check_gang_timeout, relax_timeout
 
 LOCALITY_MODES = ("strict", "relax", "any")
+#: When a waiting job's relax timer runs. ``"first_pass"``: from the first scheduling pass that could not place it,
+#: whatever it waits for (the simulator's clock before issue 47). ``"headroom"``: only while the job has headroom
+#: (its VC may take its GPUs, its user limit admits it, enough GPUs are free in its pool: its wait cause is not
+#: fair share, :mod:`..causes`); a stretch without headroom pauses the timer, which resumes with the time it had
+#: left, and a placement or a relax starts the next level afresh. That is YARN's delay scheduling in the
+#: CapacityScheduler (apache/hadoop, ``scheduler/capacity/allocator/RegularContainerAllocator.java``, as stored at
+#: commit b9ed4c8): ``allocate`` runs ``preCheckForNodeCandidateSet``, whose ``checkHeadroom`` returns QUEUE_SKIPPED
+#: before ``tryAllocateOnNode`` calls ``application.addSchedulingOpportunity`` (and ``LeafQueue`` checks the queue's
+#: and the user's limits before it offers the node to the app at all); the count is reset
+#: (``resetSchedulingOpportunities``) only in ``doAllocation``, when a container is allocated node- or rack-local,
+#: and when the allowed locality level is relaxed. A stretch without headroom neither adds opportunities nor resets
+#: them: a pause, not a reset. Philly counts time where YARN counts missed node offers; a job with headroom is
+#: offered nodes at every heartbeat, so time with headroom stands for the count.
+RELAX_CLOCKS = ("first_pass", "headroom")
 _ANYWHERE = int(Locality.ANYWHERE)
 _RELAX = int(EventKind.RELAX)   # a plain int: scheduled for most waiting jobs
+_FAIR_SHARE = int(Cause.FAIR_SHARE)
 
 
 class SchedulingPolicy:
@@ -51,7 +69,7 @@ class SchedulingPolicy:
     default_locality = "strict"
 
     def __init__(self, locality: str | None = None, relax_after_s: float = 180.0, backfill: bool = True,
-                 backoff: str = "gangs", gang_relax_after_s: float | None = None):
+                 backoff: str = "gangs", gang_relax_after_s: float | None = None, relax_clock: str = "first_pass"):
         if not backfill and self.preemptive:
             raise ValueError(f"{self.name}: backfill=False is for non-preemptive policies")
         self.backfill = bool(backfill)
@@ -64,6 +82,9 @@ class SchedulingPolicy:
         self.relax_after_s = float(relax_after_s)
         self.backoff = check_scope(backoff)
         self.gang_relax_after_s = check_gang_timeout(gang_relax_after_s)
+        if relax_clock not in RELAX_CLOCKS:
+            raise ValueError(f"{self.name}: relax_clock must be one of {RELAX_CLOCKS}, got {relax_clock!r}")
+        self.relax_clock = relax_clock
 
     @property
     def relaxes(self) -> bool:
@@ -71,6 +92,7 @@ class SchedulingPolicy:
 
     def __repr__(self) -> str:
         extra = ("" if self.backfill else ", backfill=False") + ("" if self.backoff == "gangs" else ", backoff='every'")
+        extra += "" if self.relax_clock == "first_pass" else f", relax_clock={self.relax_clock!r}"
         return f"{type(self).__name__}(locality={self.locality!r}{extra})"
 
     def prepare(self, sim) -> None:
@@ -91,14 +113,35 @@ class SchedulingPolicy:
             sim.set_level(job, HELD, now)
             sim.schedule(now + self.relax_after_s, _RELAX, job, job.wait_token)
         elif self.locality == "relax" and 0 <= job.level < _ANYWHERE:
-            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), _RELAX, job,
-                         job.wait_token)
+            timeout = relax_timeout(job, self.relax_after_s, self.gang_relax_after_s)
+            if self.relax_clock == "first_pass":
+                sim.schedule(now + timeout, _RELAX, job, job.wait_token)
+            else:   # the wait causes arm it while the job has headroom (causes.WaitCauses.set_cause)
+                job.relax_left = timeout
 
     def on_relax(self, job, now: float, sim) -> None:
+        job.relax_due = None
         sim.set_level(job, released_level(job, self.locality) if job.level == HELD else job.level + 1, now)
         if self.locality == "relax" and job.level < _ANYWHERE:
-            sim.schedule(now + relax_timeout(job, self.relax_after_s, self.gang_relax_after_s), _RELAX, job,
-                         job.wait_token)
+            timeout = relax_timeout(job, self.relax_after_s, self.gang_relax_after_s)
+            if self.relax_clock == "first_pass":
+                sim.schedule(now + timeout, _RELAX, job, job.wait_token)
+            else:   # the next level's clock, at once where the job had headroom (else when it gets it)
+                job.relax_left = timeout
+                if job.cause is not None and job.cause != _FAIR_SHARE:
+                    self.arm_relax(job, now, sim)
+
+    def arm_relax(self, job, now: float, sim) -> None:
+        """Start (or resume) ``job``'s relax timer with the time it has left (``relax_clock="headroom"``)."""
+        job.relax_due = now + job.relax_left
+        sim.schedule(job.relax_due, _RELAX, job, job.wait_token)
+
+    @staticmethod
+    def pause_relax(job, now: float) -> None:
+        """Stop ``job``'s relax timer, keeping the time it has left; the pending event goes stale (its token)."""
+        job.relax_left = job.relax_due - now
+        job.relax_due = None
+        job.wait_token += 1
 
     def on_start(self, job, now: float, sim) -> None:
         """Called when an attempt starts running."""
