@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import pandas as pd
 from sim_helpers import check_invariants
@@ -109,3 +110,6 @@ def test_calibrated_options_take_the_calibration_and_the_flags_on_top():
     options = calibrated_options(args, inputs)
     assert options["policy"].relax_after_s == 30.0 and options["policy"].locality == "strict"
     assert options["lending"] is False and "max_capacity" not in options and "reclaim" not in options
+    # the calibrated relax clock (issue 47) reaches Philly's policy
+    options = calibrated_options(args, replace(inputs, relax_clock="headroom"))
+    assert options["policy"].relax_clock == "headroom"

@@ -199,7 +199,8 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
                   occupancy_window=(begin, stop), data_label=label,
                   options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
-                          "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s},
+                          "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s,
+                          "relax_clock": params.relax_clock},
                   measured=block >= 0, anchor_s=begin_s + float(np.median(setup.latency_s)),
                   validation=calibration.summary(), blocks=block, block_starts=starts, block_days=spec.block_days)
 

@@ -43,6 +43,7 @@ class CalibratedInputs:
     relax_after_s: float
     description: dict      # what the summary says: workload, parameters, validation figures
     backoff: str = "gangs"  # the calibrated back-off scope of Philly's policy (sim/backoff.py)
+    relax_clock: str = "first_pass"   # when its relax timer runs (sim/policies/base.py RELAX_CLOCKS)
 
 
 def add_parser(subparsers, calibrated: Callable | None = None) -> argparse.ArgumentParser:
@@ -191,6 +192,8 @@ def make_options(args) -> dict:
         policy_options["locality"] = args.locality
     if getattr(args, "backoff", None):
         policy_options["backoff"] = args.backoff
+    if getattr(args, "relax_clock", None):
+        policy_options["relax_clock"] = args.relax_clock
     if args.policy in ("las", "gittins"):
         try:
             policy_options["thresholds_gpu_s"] = tuple(float(t) for t in args.las_thresholds.split(","))
@@ -256,15 +259,15 @@ def calibrated_options(args, inputs: CalibratedInputs) -> dict:
     """The simulator options of the calibrated replay, with what the command line changes on top.
 
     The calibration's sharing (lending, caps, reclaim), placement and ideal speed (the real durations already
-    hold each job's slowdown) stay; Philly's policy takes the calibrated locality, relax timeout and back-off
-    scope, which ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing; a
+    hold each job's slowdown) stay; Philly's policy takes the calibrated locality, relax timeout, relax clock and
+    back-off scope, which ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing; a
     ``--failures`` model replaces the calibrated attempt split.
     """
     args = argparse.Namespace(**vars(args))
     if args.relax_after is None:
         args.relax_after = inputs.relax_after_s
     if args.policy == "philly":
-        args.backoff = inputs.backoff
+        args.backoff, args.relax_clock = inputs.backoff, inputs.relax_clock
         if not args.locality:
             args.locality = inputs.locality
     options = make_options(args)

@@ -316,4 +316,4 @@ def calibrated_replay_inputs(trace: str = "public", cache_dir=None):
     }
     return CalibratedInputs(setup.workload, setup.topology, setup.quotas, dict(setup.options),
                             calibration.params.locality, calibration.params.relax_after_s, description,
-                            calibration.params.backoff)
+                            calibration.params.backoff, calibration.params.relax_clock)
