@@ -64,8 +64,8 @@ def test_default_workload_is_the_calibrated_replay_of_every_rfold_job(tmp_path, 
     assert summary["jobs"] == 111549 and summary["workload"].startswith("calibrated replay: 111,549 real RFold jobs")
     assert summary["calibrated_parameters"] == calibration.params.label()
     assert summary["validation_held_out"]["summary"] == calibration.summary()
-    # the calibrated sharing and Philly's calibrated locality are what ran
-    assert summary["policy"] == f"PhillyPolicy(locality={calibration.params.locality!r})"
+    # the calibrated sharing and Philly's calibrated locality and relax clock (issue 47) are what ran
+    assert summary["policy"] == f"PhillyPolicy(locality={calibration.params.locality!r}, relax_clock='headroom')"
     assert summary["lending"] is True and summary["placement"] == f"LocalityPlacement({calibration.params.placement!r})"
     assert "calibrated replay" in captured.err
     assert len(pd.read_parquet(tmp_path / "run" / "jobs.parquet")) == 111549
