@@ -452,7 +452,7 @@ def test_replay_block_inputs_are_built_from_the_calibrated_params(public_trace, 
     assert caps == {vc: max(int(1.5 * inputs.quotas.get(vc, 0)), inputs.quotas.get(vc, 0), 8) for vc in caps}
     assert set(caps) == set(map(str, inputs.workload.vc)) and reclaim.max_wait_before_kill_s == 120.0
     assert inputs.philly == {"locality": "relax", "relax_after_s": 600.0, "backoff": "gangs",
-                             "gang_relax_after_s": None}
+                             "gang_relax_after_s": None, "relax_clock": "headroom"}
     # every RFold job replayed, each arriving 60 s after its submit (the scheduler latency); measured from the replay's
     # first measured minute in whole weeks up to the completeness horizon (5 weeks of the 5 weeks 1 day before it)
     np.testing.assert_array_equal(inputs.workload.arrival_s, full.workload.arrival_s + 60.0)
