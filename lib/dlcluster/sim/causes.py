@@ -28,7 +28,9 @@ local placement, however the clock runs.
 
 Cost: causes are re-derived only for jobs whose answer can have changed: by VC
 and gang size (by pool, with pools), when the GPUs available to the VC change;
-``avail_seen`` holds what each VC (each VC's pool) was last offered.
+``avail_seen`` holds what each VC (each VC's pool) was last offered. A user limit that changes alone (another job
+of the user starts or ends, outside that window of gang sizes) is seen when the job is next tried or re-derived:
+its cause, and so the headroom clock, may lag until then.
 """
 
 from __future__ import annotations
