@@ -183,5 +183,5 @@ def test_a_selection_argued_away_in_words_is_refused(tmp_path):
     with pytest.raises(ValueError, match="argues a selection away in words"):
         rp.load_spec(str(path))
     path.write_text("a.b: {ours: 'x:y', where: 'DRE', not_comparable: why}\n")
-    with pytest.raises(ValueError, match="names a public selection .where. but not its name or its data label"):
+    with pytest.raises(ValueError, match=r"names a public selection \(where\) but not its name or its data label"):
         rp.load_spec(str(path))

@@ -234,8 +234,8 @@ def _with_unit(value, unit: str) -> str:
 
 
 def _value_text(entry: dict, ours, unit: str, figures: _Figures) -> str:
-    """Our value as a reader reads it: the figure in its unit (after ``ours_label``), then each of ``also`` ([label, figure]: the same
-    quantity on a part or another cut of the public data) that has a value; empty when none has."""
+    """Our value as a reader reads it: the figure in its unit (after ``ours_label``), then each of ``also`` ([label,
+    figure]: the same quantity on a part or another cut of the public data) that has a value; empty when none has."""
     label = f"{entry['ours_label']} " if entry.get("ours_label") else ""
     parts = [] if is_missing(ours) else [label + _with_unit(ours, unit)]
     for label, ref in entry.get("also", []):
