@@ -266,6 +266,12 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
     """One row per published value: key, section, what, published, provenance, ours, verdict, detail (the reason, a
     sentence), n (the jobs behind ours, where the entry compares), figure, data, like_for_like (a sentence) and, for a
     row that does not compare, reason_group (the sentence the index page folds it under)."""
+    return scorecard_from(read_notebook_results(Path(reports_dir)), spec)
+
+
+def scorecard_from(results: dict[str, dict], spec: dict | None = None) -> pd.DataFrame:
+    """:func:`scorecard` of each notebook's results given as ``{notebook: {key: value}}`` (the golden file's
+    figures, say: :func:`dlcluster.report.findings.golden_findings`)."""
     spec = load_spec() if spec is None else spec
     reference = load_reference()
     unknown = sorted(set(spec) - set(reference["key"]))
@@ -274,7 +280,7 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
     lacking = sorted(set(reference["key"]) - set(spec))
     if lacking:
         raise ValueError(f"{SPEC_PATH.name} has no entry for these published values: {lacking}")
-    figures = _Figures(read_notebook_results(Path(reports_dir)))
+    figures = _Figures(results)
     rows = []
     for ref in reference.itertuples():
         entry = spec[ref.key]
