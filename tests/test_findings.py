@@ -56,7 +56,7 @@ def test_findings_list_the_most_informative_first_and_claims_whose_figure_anothe
     card = _card([
         {"key": "a", "section": "3.1", "what": "a claim not tested", "verdict": "not comparable",
          "detail": "another selection", "figure": "01-locality-queueing:x", "kind": "cannot be tested",
-         "label": "cannot be tested"},
+         "label": "cannot be tested", "ours": "supported"},
         {"key": "b", "section": "3.1", "what": "Table 2 finding", "verdict": "reproduced", "detail": "tested: all",
          "figure": "05-simulator-validation:replay.table2.finding", "ours": "fragmentation grows",
          "kind": "reproduced", "label": "reproduced"},
@@ -89,6 +89,7 @@ def test_findings_list_the_most_informative_first_and_claims_whose_figure_anothe
     folded = page.split("<details>")[1]   # what cannot be tested is folded under its count, each with why
     assert folded.startswith("<summary>cannot be tested on public data: 1, each with why</summary>")
     assert "a claim not tested" in folded and "Figure 4 finding" not in folded
+    assert "supported" not in page and "supported" not in text   # a model's answer is not shown as ours
     block = fd.readme_block(table)
     assert block.startswith(fd.README_BEGIN) and block.endswith(fd.README_END)
     assert "**4 claims of the paper, each with what the public data show:** reproduced 1 · holds on" in block

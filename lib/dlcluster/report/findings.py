@@ -126,8 +126,10 @@ _tally = tally
 
 
 def _shows_ours(row) -> bool:
-    """Whether a finding's line shows our value beside its label (a label 'on X, ours is Y' already does)."""
-    return bool(row.ours) and row.outcome != vd.OURS_ON
+    """Whether a finding's line shows our value beside its label: not where the label already does ('on X, ours is
+    Y'), nor beside 'cannot be tested' (a value there is a model's or another quantity's: the reason says which,
+    and a bare 'ours: supported' under 'cannot be tested' reads as a contradiction)."""
+    return bool(row.ours) and row.outcome not in (vd.OURS_ON, vd.CANNOT)
 
 
 def _item_markdown(row, stem: str) -> str:
