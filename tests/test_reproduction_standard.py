@@ -185,3 +185,15 @@ def test_a_selection_argued_away_in_words_is_refused(tmp_path):
     path.write_text("a.b: {ours: 'x:y', where: 'DRE', not_comparable: why}\n")
     with pytest.raises(ValueError, match=r"names a public selection \(where\) but not its name or its data label"):
         rp.load_spec(str(path))
+
+
+def test_every_figure_a_label_shows_is_one_the_reports_publish():
+    """A label's value ('on <selection>, ours is X; ...') names figures (ours, also) the golden results hold: a typo
+    would silently drop a part of what the public data show."""
+    from dlcluster.report import golden as g
+
+    golden = g.load_golden(g.golden_dir() / "default.yaml")
+    named = [ref for e in rp.load_spec().values() for ref in [e.get("ours"), *(x[1] for x in e.get("also", []))]
+             if ref]
+    unknown = [ref for ref in named if ref.partition(":")[2] not in golden.get(ref.partition(":")[0], {})]
+    assert not unknown, unknown
