@@ -67,6 +67,10 @@ def _check_entry(path, key: str, entry: dict) -> None:
         raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
     if "within" in entry and "ours" not in entry:
         raise ValueError(f"{path}: entry {key!r} compares a number (within) but names no figure of ours")
+    for item in entry.get("also", []):
+        if not (isinstance(item, list) and len(item) in (2, 3)):
+            raise ValueError(f"{path}: entry {key!r}: an also is [label, figure] or [label, figure, unit], got "
+                             f"{item!r}")
     for check in entry.get("checks", []):
         if len(check) != 3 or check[1] not in OPERATORS:
             raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
@@ -235,13 +239,14 @@ def _with_unit(value, unit: str) -> str:
 
 def _value_text(entry: dict, ours, unit: str, figures: _Figures) -> str:
     """Our value as a reader reads it: the figure in its unit (after ``ours_label``), then each of ``also`` ([label,
-    figure]: the same quantity on a part or another cut of the public data) that has a value; empty when none has."""
+    figure, and its own unit where it is not the entry's]: the same quantity on a part or another cut of the public
+    data) that has a value; empty when none has."""
     label = f"{entry['ours_label']} " if entry.get("ours_label") else ""
     parts = [] if is_missing(ours) else [label + _with_unit(ours, unit)]
-    for label, ref in entry.get("also", []):
+    for label, ref, *own_unit in entry.get("also", []):
         value = figures.get(ref)
         if not is_missing(value):
-            parts.append(f"{label} {_with_unit(value, unit)}")
+            parts.append(f"{label} {_with_unit(value, own_unit[0] if own_unit else unit)}")
     return "; ".join(parts)
 
 
