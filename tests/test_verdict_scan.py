@@ -1,4 +1,5 @@
-"""Every verdict every notebook writes at CI parameters keeps the one standard (dlcluster.report.verdicts).
+"""Every verdict every notebook writes at CI parameters keeps the one standard (dlcluster.report.verdicts), and every
+claim whose rule names a public selection is told what that selection shows (not "cannot be tested").
 
 The scan reads each notebook's results.json (run once per session at params/ci.yaml, shared with
 tests/test_notebooks.py) and fails on a ``reproduced`` or ``differs`` on fewer than 100 jobs, without both sides'
@@ -24,6 +25,8 @@ def test_every_verdict_of_every_notebook_keeps_the_standard(ci_notebook):
         ci_notebook(nb.stem)
     reports = ci_notebook.out_dir
     assert rp.results_violations(reports) == []
+    # and no claim is left "cannot be tested" while its rule names a public selection that measures it
+    assert rp.untested_but_measured(rp.scorecard(reports)) == []
     official = rp.official_card(reports)
     assert len(official) > 0 and official["n"].notna().all() and (official["like_for_like"] != "").all()
     # the issue's example: a Figure 3 cell of two jobs is no longer reproduced
