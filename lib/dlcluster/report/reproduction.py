@@ -20,6 +20,12 @@ same quantity, by the same definition and selection, on at least
 both sides (``ours_side``, ``paper_side``), its data label and its n;
 :func:`standard_violations` finds a verdict that compares while breaking it.
 
+Beside its verdict every row gets a label (``label``, ``kind``: what the findings tell a reader, decided by the
+same call to :func:`.verdicts.judge`): where an entry names the public selection its figure is measured on
+(``where``), a direction there is "holds / does not hold / not shown on <where>" and a level "on <where>, ours is
+X" (with ``also``: the quantity on other cuts of the public data); only an entry that names none is "cannot be
+tested". :func:`untested_but_measured` finds a claim left "cannot be tested" while its rule names a selection.
+
 Published values are only read to be shown and compared here: no result is
 computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
 and puts the table at the top of the index page; the golden file keeps the verdicts.
