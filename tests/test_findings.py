@@ -177,3 +177,12 @@ def test_ctrl_c_while_the_findings_are_written_leaves_the_index_as_it_was(tmp_pa
         runner.run_reports(tmp_path / "p.yaml", tmp_path / "out", notebooks_dir=tmp_path / "nbs", html=False,
                            echo=lambda line: None)
     assert (tmp_path / "out" / "01-tiny.ipynb").exists() and not (tmp_path / "out" / "index.html").exists()
+
+
+def test_the_findings_command_prints_the_block_it_would_write(capsys):
+    from dlcluster.cli import main
+
+    assert main(["findings", "--golden"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() == fd.readme_block(fd.golden_findings())
+    assert printed.startswith(fd.README_BEGIN) and "48 claims of the paper" in printed
