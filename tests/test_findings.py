@@ -73,8 +73,9 @@ def test_findings_list_the_most_informative_first_and_claims_whose_figure_anothe
     assert list(notebook_findings(table, "04-failures-rtf")["key"]) == ["d"]
     text = findings_markdown(table, "01-locality-queueing")
     assert "holds on a public selection 1 · cannot be tested on public data 1 (of 3)" in text
-    assert ("- Figure 4 finding: the paper *1 %*; **holds on DRE's records**; ours: 0.25. Slope: interval [-0.05, "
+    assert ("- Figure 4 finding: the paper *1 %*; **holds on DRE's records**. Slope: interval [-0.05, "
             "-0.01], below zero as claimed (n = 258); not the paper's selection: x.") in text
+    assert "ours: 0.25" not in text   # a direction's bare figure is not its finding: the interval and n are
     assert "(our figure from notebook 05)" in text
     four = findings_markdown(table, "04-failures-rtf")   # the label already holds our value: not twice
     assert "**on DRE's records, ours is 43.2%**. Minutes." in four and "ours: 43.2" not in four
@@ -85,7 +86,8 @@ def test_findings_list_the_most_informative_first_and_claims_whose_figure_anothe
     assert "<p><b>4 claims:</b> reproduced 1 · holds on a public selection 1 · measured on another public selection 1" \
            " · cannot be tested on public data 1.</p>" in page
     assert page.index("§3.1 queueing and locality") < page.index("§4.2 failures")
-    assert "<b>holds on DRE&#x27;s records</b>; ours: 0.25" in page
+    assert "<b>holds on DRE&#x27;s records</b>. Slope: interval" in page
+    assert "<b>reproduced</b>; ours: fragmentation grows" in page   # like for like: our value beside it
     folded = page.split("<details>")[1]   # what cannot be tested is folded under its count, each with why
     assert folded.startswith("<summary>cannot be tested on public data: 1, each with why</summary>")
     assert "a claim not tested" in folded and "Figure 4 finding" not in folded

@@ -126,10 +126,11 @@ _tally = tally
 
 
 def _shows_ours(row) -> bool:
-    """Whether a finding's line shows our value beside its label: not where the label already does ('on X, ours is
-    Y'), nor beside 'cannot be tested' (a value there is a model's or another quantity's: the reason says which,
-    and a bare 'ours: supported' under 'cannot be tested' reads as a contradiction)."""
-    return bool(row.ours) and row.outcome not in (vd.OURS_ON, vd.CANNOT)
+    """Whether a finding's line shows our value beside its label: only like for like. A label 'on X, ours is Y'
+    already holds it; a direction's reason holds its interval and n (a bare figure beside it reads as the
+    finding); beside 'cannot be tested' a value is a model's or another quantity's, and a bare 'ours: supported'
+    there reads as a contradiction."""
+    return bool(row.ours) and row.outcome in (vd.REPRODUCED, vd.DIFFERS)
 
 
 def _item_markdown(row, stem: str) -> str:
