@@ -219,6 +219,24 @@ def test_repeat_failures_detects_runs_of_failures():
     assert F.repeat_failures(alt, n_permutations=200, seed=0)["p_value_within_user"] > 0.5
 
 
+def test_repeat_failures_interval_resamples_users_and_stays_in_range():
+    # every user alike (80 points after a failure, 0 otherwise): any resample of users gives 80 exactly
+    same = F.repeat_failures(_sequence_jobs({f"u{i}": ["Failed"] * 5 + ["Pass"] * 5 for i in range(20)}),
+                             n_permutations=200, seed=0)
+    assert (same["difference_ci_low_pct"], same["difference_ci_high_pct"]) == pytest.approx((80.0, 80.0))
+    # half the users repeat failures (+80), half alternate (F P F P: 0 after a failure, 100 otherwise): the
+    # difference is 0 over all, and the interval, drawn over users, straddles zero within [-100, 100]
+    mixed = {**{f"r{i}": ["Failed"] * 5 + ["Pass"] * 5 for i in range(10)},
+             **{f"a{i}": ["Failed", "Pass"] * 5 for i in range(10)}}
+    r = F.repeat_failures(_sequence_jobs(mixed), n_permutations=300, seed=1)
+    assert -100 <= r["difference_ci_low_pct"] < r["difference_pct_points"] < r["difference_ci_high_pct"] <= 100
+    assert r["difference_ci_low_pct"] < 0 < r["difference_ci_high_pct"]
+    assert r == F.repeat_failures(_sequence_jobs(mixed), n_permutations=300, seed=1)   # seeded
+    # undefined difference: no interval either
+    none = F.repeat_failures(_sequence_jobs({"a": ["Pass", "Pass"]}), n_permutations=20, seed=0)
+    assert math.isnan(none["difference_ci_low_pct"]) and math.isnan(none["difference_ci_high_pct"])
+
+
 def test_repeat_probability_of_retries(toy):
     jobs, attempts = toy
     o, _ = F.attempt_outcomes(jobs, attempts)

@@ -8,8 +8,9 @@ import nbformat
 import pandas as pd
 import pytest
 
-from dlcluster.report.findings import (FINDINGS_TAG, OUTCOMES, PLACEHOLDER, SECTIONS, finding, findings,
-                                       findings_html, findings_markdown, notebook_findings, sentence)
+from dlcluster.report import findings as fd
+from dlcluster.report.findings import (FINDINGS_TAG, PLACEHOLDER, SECTIONS, finding, findings, findings_html,
+                                       findings_markdown, notebook_findings, sentence)
 from dlcluster.report.reference import load_reference
 from dlcluster.report.reproduction import scorecard
 from dlcluster.report.runner import write_findings
@@ -23,13 +24,11 @@ def _card(rows):
     return pd.DataFrame([{**base, **row} for row in rows])
 
 
-def test_each_verdict_says_what_holds_with_its_reason_as_a_sentence():
+def test_a_bare_verdict_stands_for_its_label_with_its_reason_as_a_sentence():
     assert finding("reproduced", "within 2 (ours - published = +1)") == (
-        "holds", "Within 2 (ours - published = +1).")
-    assert finding("differs", "by +5; tolerance 2") == ("does not hold", "By +5; tolerance 2.")
-    assert finding("not comparable", "another job selection.") == ("cannot be tested on public data",
-                                                                   "Another job selection.")
-    assert set(OUTCOMES) == {"reproduced", "differs", "not comparable"}
+        "reproduced", "Within 2 (ours - published = +1).")
+    assert finding("differs", "by +5; tolerance 2") == ("differs", "By +5; tolerance 2.")
+    assert finding("not comparable", "another job selection.") == ("cannot be tested", "Another job selection.")
     with pytest.raises(ValueError, match="unknown verdict 'maybe'"):
         finding("maybe", "")
     assert sentence("  two\n words ") == "Two words." and sentence("") == ""
@@ -53,34 +52,71 @@ def test_each_notebook_opens_with_its_findings_cell(path):
     assert cells[1].cell_type == "markdown" and cells[1].source == PLACEHOLDER
 
 
-def test_findings_list_tested_claims_first_and_claims_whose_figure_another_notebook_computes():
+def test_findings_list_the_most_informative_first_and_claims_whose_figure_another_notebook_computes():
     card = _card([
         {"key": "a", "section": "3.1", "what": "a claim not tested", "verdict": "not comparable",
-         "detail": "another selection", "figure": "01-locality-queueing:x"},
+         "detail": "another selection", "figure": "01-locality-queueing:x", "kind": "cannot be tested",
+         "label": "cannot be tested", "ours": "supported"},
         {"key": "b", "section": "3.1", "what": "Table 2 finding", "verdict": "reproduced", "detail": "tested: all",
-         "figure": "05-simulator-validation:replay.table2.finding", "ours": "fragmentation grows"},
-        {"key": "c", "section": "3.1", "what": "Figure 4 finding", "verdict": "differs", "detail": "fails: slope",
-         "figure": "01-locality-queueing:y", "ours": 0.25},
-        {"key": "d", "section": "4.2", "what": "a failure claim", "verdict": "reproduced", "detail": "ok",
-         "figure": None}])
+         "figure": "05-simulator-validation:replay.table2.finding", "ours": "fragmentation grows",
+         "kind": "reproduced", "label": "reproduced"},
+        {"key": "c", "section": "3.1", "what": "Figure 4 finding", "verdict": "not comparable",
+         "detail": "slope: interval [-0.05, -0.01], below zero as claimed (n = 258); not the paper's selection: x",
+         "figure": "01-locality-queueing:y", "ours": 0.25, "kind": "holds on", "label": "holds on DRE's records"},
+        {"key": "d", "section": "4.2", "what": "a failure claim", "verdict": "not comparable", "detail": "minutes",
+         "figure": "04-failures-rtf:z", "ours": 43.2, "kind": "on another selection",
+         "label": "on DRE's records, ours is 43.2%"}])
     table = findings(card)
-    assert list(table["key"]) == ["c", "b", "d", "a"]   # does not hold, holds, then what cannot be tested
-    assert list(notebook_findings(table, "01-locality-queueing")["key"]) == ["c", "b", "a"]
+    assert list(table["key"]) == ["b", "c", "d", "a"]   # reproduced, a direction, another selection, untested
+    assert list(notebook_findings(table, "01-locality-queueing")["key"]) == ["b", "c", "a"]
     assert list(notebook_findings(table, "05-simulator-validation")["key"]) == ["b"]
     assert list(notebook_findings(table, "04-failures-rtf")["key"]) == ["d"]
     text = findings_markdown(table, "01-locality-queueing")
-    assert "does not hold 1 · holds 1 · cannot be tested on public data 1 (of 3)" in text
-    assert "- **Does not hold**: Figure 4 finding: *1 %*; ours: 0.25. Fails: slope." in text
+    assert "holds on a public selection 1 · cannot be tested on public data 1 (of 3)" in text
+    assert ("- Figure 4 finding: the paper *1 %*; **holds on DRE's records**. Slope: interval [-0.05, "
+            "-0.01], below zero as claimed (n = 258); not the paper's selection: x.") in text
+    assert "ours: 0.25" not in text   # a direction's bare figure is not its finding: the interval and n are
     assert "(our figure from notebook 05)" in text
+    four = findings_markdown(table, "04-failures-rtf")   # the label already holds our value: not twice
+    assert "**on DRE's records, ours is 43.2%**. Minutes." in four and "ours: 43.2" not in four
     five = findings_markdown(table, "05-simulator-validation")
-    assert "Table 2 finding (§3.1)" in five and "holds 1 (of 1)" in five
+    assert "Table 2 finding (§3.1)" in five and "reproduced 1 (of 1)" in five
     assert "No claim of the paper rests" in findings_markdown(table, "00-trace-overview")
     page = findings_html(table)
+    assert "<p><b>4 claims:</b> reproduced 1 · holds on a public selection 1 · measured on another public selection 1" \
+           " · cannot be tested on public data 1.</p>" in page
     assert page.index("§3.1 queueing and locality") < page.index("§4.2 failures")
-    assert "<b>does not hold</b>: Figure 4 finding" in page
+    assert "<b>holds on DRE&#x27;s records</b>. Slope: interval" in page
+    assert "<b>reproduced</b>; ours: fragmentation grows" in page   # like for like: our value beside it
     folded = page.split("<details>")[1]   # what cannot be tested is folded under its count, each with why
     assert folded.startswith("<summary>cannot be tested on public data: 1, each with why</summary>")
     assert "a claim not tested" in folded and "Figure 4 finding" not in folded
+    assert "supported" not in page and "supported" not in text   # a model's answer is not shown as ours
+    block = fd.readme_block(table)
+    assert block.startswith(fd.README_BEGIN) and block.endswith(fd.README_END)
+    assert "**4 claims of the paper, each with what the public data show:** reproduced 1 · holds on" in block
+    assert ("  - Figure 4 finding (§3.1): the paper *1 %*; holds on DRE's records (Slope: interval [-0.05, -0.01], "
+            "below zero as claimed (n = 258))") in block
+    assert "- **Cannot be tested on public data** (1): a claim not tested (§3.1)." in block
+
+
+def test_a_scorecard_without_labels_still_lists_its_verdicts():
+    card = _card([{"key": "a", "section": "2", "what": "w", "verdict": "differs", "detail": "by 5", "figure": None}])
+    assert list(findings(card)[["outcome", "label"]].iloc[0]) == ["differs", "differs"]
+
+
+def test_the_readme_opens_with_the_findings_the_golden_results_give():
+    """The README's first lines are the block `dlcluster findings --golden --readme` writes: regenerate it after
+    `make golden` (a drift fails here)."""
+    readme = (REPO / "README.md").read_text()
+    assert readme.splitlines()[2] == fd.README_BEGIN   # right under the title
+    table = fd.golden_findings()
+    assert fd.readme_in_text(readme) == fd.readme_block(table), \
+        "README.md's findings block is stale: run `dlcluster findings --golden --readme`"
+    assert len(table) == 48 and "reproduced" not in readme.splitlines()[0]
+    with pytest.raises(ValueError, match="markers are missing"):
+        fd.replace_readme_block("# title\n", "x")
+    assert fd.replace_readme_block(f"a\n{fd.README_BEGIN}\nold\n{fd.README_END}\nb", "new") == "a\nnew\nb"
 
 
 def _executed(out: Path, stem: str) -> Path:
@@ -106,8 +142,8 @@ def test_the_runner_fills_every_notebooks_findings_reused_or_not_and_only_when_t
     assert write_findings(tmp_path, [one, six]) == [one, six]
     cell = nbformat.read(one, as_version=4).cells[1]
     assert FINDINGS_TAG in cell.metadata["tags"] and cell.source.startswith("## Findings")
-    verdict = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "verdict"]
-    assert f"**{OUTCOMES[verdict].capitalize()}**: Figure 4 finding" in cell.source
+    verdict = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "label"]
+    assert f"**{verdict}**" in cell.source and "Figure 4 finding" in cell.source
     assert "Figure 4 finding" in one.with_suffix(".html").read_text()
     stamp = one.stat().st_mtime_ns
     assert write_findings(tmp_path, [one, six]) == []   # nothing changed: nothing written
@@ -117,9 +153,9 @@ def test_the_runner_fills_every_notebooks_findings_reused_or_not_and_only_when_t
     _results(tmp_path, "01-locality-queueing", {**fig4, "queueing.fig4_finding": "both",
                                                 "fig4.slope_ci_low.5-8": -0.06, "fig4.slope_ci_high.5-8": -0.02})
     assert write_findings(tmp_path, [one, six], html=False) == [one]
-    again = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "verdict"]
-    assert again != verdict
-    assert f"**{OUTCOMES[again].capitalize()}**: Figure 4 finding" in nbformat.read(one, as_version=4).cells[1].source
+    again = scorecard(tmp_path).set_index("key").loc["queueing.fig4_finding", "label"]
+    assert again != verdict and again.startswith("holds on DRE's")
+    assert f"**{again}**" in nbformat.read(one, as_version=4).cells[1].source
 
 
 @pytest.mark.notebook
@@ -143,3 +179,12 @@ def test_ctrl_c_while_the_findings_are_written_leaves_the_index_as_it_was(tmp_pa
         runner.run_reports(tmp_path / "p.yaml", tmp_path / "out", notebooks_dir=tmp_path / "nbs", html=False,
                            echo=lambda line: None)
     assert (tmp_path / "out" / "01-tiny.ipynb").exists() and not (tmp_path / "out" / "index.html").exists()
+
+
+def test_the_findings_command_prints_the_block_it_would_write(capsys):
+    from dlcluster.cli import main
+
+    assert main(["findings", "--golden"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() == fd.readme_block(fd.golden_findings())
+    assert printed.startswith(fd.README_BEGIN) and "48 claims of the paper" in printed

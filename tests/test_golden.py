@@ -188,8 +188,9 @@ def test_the_golden_figures_give_the_golden_verdicts(tmp_path):
     from the scorecard.json of the same reports: a verdict rule or a figure that changed one fails here."""
     reports, golden = _golden_reports(tmp_path / "golden-figures")
     card = rp.scorecard(reports)
-    assert dict(zip(card["key"], card["verdict"], strict=True)) == golden[g.SCORECARD_SECTION]
-    assert {"reproduced", "not comparable"} <= set(card["verdict"])   # "differs": test_finding_verdicts_name_...
+    assert dict(zip(card["key"], card["kind"], strict=True)) == golden[g.SCORECARD_SECTION]
+    # "reproduced" / "differs": test_numeric_verdicts; the public data give the other labels
+    assert {"holds on", "not shown on", "on another selection", "cannot be tested"} <= set(card["kind"])
 
 
 def test_spec_errors_are_clear(tmp_path):
@@ -206,30 +207,29 @@ def test_scorecard_json_and_the_golden_verdicts(tmp_path):
     reports, _ = _golden_reports(tmp_path / "r")
     rp.write_scorecard(reports)
     before = g.write_golden(reports, tmp_path / "before.yaml", "default")
-    # repeat failures rest on a permutation test: at a p-value of 0.2 the direction still holds but chance is not
-    # ruled out, so the reproduced finding is "not shown on this data" (not comparable), not "differs"; the
+    # repeat failures rest on the interval of the difference, on DRE's records: an interval that includes zero
+    # makes the finding "not shown on" them (its strict verdict stays not comparable), not "does not hold"; the
     # scorecard, its counts and the golden comparison all say so
-    key, figure = "failures.finding.repeat_same_user", "failures.users.p_value_within_user"
+    key, figure = "failures.finding.repeat_same_user", "failures.users.difference_ci_low_pct"
     expected = g.load_golden(before)[g.SCORECARD_SECTION]
-    assert expected[key] == "reproduced"
+    assert expected[key] == "holds on"
     doc = json.loads((reports / "04-failures-rtf" / "results.json").read_text())
-    doc["results"][figure] = 0.2
+    doc["results"][figure] = -2.0
     (reports / "04-failures-rtf" / "results.json").write_text(json.dumps(doc))
     card, path = rp.write_scorecard(reports)
     doc = json.loads(path.read_text())
-    expected = {**expected, key: "not comparable"}
-    assert doc["counts"] == {v: list(expected.values()).count(v) for v in rp.VERDICTS}
+    expected = {**expected, key: "not shown on"}
+    assert doc["labels"] == {v: list(expected.values()).count(v) for v in rp.vd.KINDS}
     row = next(r for r in doc["rows"] if r["key"] == key)
-    assert row["detail"].startswith("Not shown on this data: ")
-    assert f"{figure} = 0.2 is not below 0.05, so chance is not ruled out" in row["detail"]
+    assert row["verdict"] == "not comparable" and row["label"] == "not shown on " + row["where"]
+    assert "interval [-2, " in row["detail"] and "includes zero, so neither direction is shown" in row["detail"]
     assert row["n"] >= 100 and doc["min_jobs"] == 100
-    # what `make golden` keeps and `make check-results` compares: the verdict of every published value
+    # what `make golden` keeps and `make check-results` compares: the label of every published value
     assert g.collect(reports)[g.SCORECARD_SECTION] == expected
     moved = _check(reports, before, g.load_tolerances())
     assert moved[moved == "moved"].to_dict() == {(g.SCORECARD_SECTION, key): "moved",
                                                  ("04-failures-rtf", figure): "moved"}
     assert set(moved) == {"ok", "moved", "skipped"}   # skipped: the figures tolerances.yaml skips (wall times, texts)
-
 
 
 def test_a_skipped_figure_is_written_as_null_and_never_fails(reports, tmp_path):

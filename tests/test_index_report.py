@@ -241,3 +241,23 @@ def test_a_title_computed_from_the_results_replaces_the_heading(tmp_path):
     rep.write()
     page = write_index(tmp_path, params, [executed], command=["dlcluster", "reports"]).read_text()
     assert "<a href='12-t.ipynb'>12 · Validation: 3 of 9 targets met</a>" in page and "Static heading" not in page
+
+
+def test_the_index_opens_with_the_counts_per_label_and_the_scorecard_shows_each_label(tmp_path):
+    """The first section states how many claims get each label; the scorecard's rows say what the public data show,
+    and scorecard.json is strict JSON with the same counts."""
+    rep = Report(tmp_path / "02-utilization-colocation", "02-utilization-colocation", params={"seed": 0})
+    rep.add("util.table3.4gpu", 43.2)
+    rep.add("util.table3.1gpu", float("nan"))
+    rep.write()
+    page = write_index(tmp_path, tmp_path / "none.yaml", [_executed(tmp_path, "02-utilization-colocation")]).read_text()
+    first = page.split("<h2 id='findings'>")[1].split("<h2")[0]
+    assert "<p><b>48 claims:</b> measured on another public selection 1 · cannot be tested on public data 47.</p>" \
+        in first
+    assert "<b>on DRE&#x27;s multi-GPU records, minutes 0-3 after start, ours is 43.2%</b>" in first
+    scorecard = page.split("<h2 id='scorecard'>")[1].split("<h3")[0]
+    assert "what the public data show" in scorecard
+    text = (tmp_path / "scorecard.json").read_text()
+    doc = json.loads(text, parse_constant=lambda name: pytest.fail(f"scorecard.json holds {name}"))
+    assert doc["labels"]["on another selection"] == 1 and doc["labels"]["cannot be tested"] == 47
+    assert sum(doc["labels"].values()) == sum(doc["counts"].values()) == 48

@@ -77,7 +77,7 @@ def test_trace_overview_results(ci_notebook, public_trace):
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx((pollux["num_gpus"] == 1).mean(), rel=1e-12)
     assert r["jobs.pollux.one_gpu_share"] == pytest.approx(76627 / 82247, rel=1e-12)
     # the full trace's own Figure 2 (official notebook, digitized) against each job set: the digitizer's round trip
-    # meets its target, and RFold's run times (last end - first start) are the full trace's
+    # meets its target, and RFold's run times (last end - first start) are the full trace's definition
     assert r["official.digitization.typical_error_pp"] <= 0.5 and r["official.digitization.worst_error_pp"] <= 2
     assert r["official.redraw.min_recall"] > 0.9
     from dlcluster.sources.official import curves, load_official
@@ -89,8 +89,10 @@ def test_trace_overview_results(ci_notebook, public_trace):
         curve = points[(points["figure"] == 2) & (points["series"] == bucket)]
         ks = curves.ks_distance(curve, rfold.loc[in_bucket, "duration_s"] / 60)[0]
         assert r[f"official.fig2.{key}.ks.rfold"] == pytest.approx(ks, abs=1e-9)
-        assert r[f"official.fig2.{key}.rfold.verdict"] == "reproduced" and r[f"official.fig2.{key}.rfold.n"] >= 100
-        assert r[f"official.fig2.{key}.rfold.like_for_like"].startswith("like for like: ")
+        # RFold leaves out jobs of the released log, which ones undocumented, and no measurement shows its curve does
+        # not move with them: another selection, not comparable however small the KS (no waiver without a measurement)
+        assert r[f"official.fig2.{key}.rfold.verdict"] == "not comparable" and r[f"official.fig2.{key}.rfold.n"] >= 100
+        assert "another selection: ours is RFold's derivation" in r[f"official.fig2.{key}.rfold.like_for_like"]
         # DRE's last attempts and Pollux's job set are other selections: not comparable, whatever the distance
         assert r[f"official.fig2.{key}.dre.verdict"] == r[f"official.fig2.{key}.pollux.verdict"] == "not comparable"
     assert r["official.fig2.closest_job_set"] == "rfold"

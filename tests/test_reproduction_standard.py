@@ -51,7 +51,9 @@ def test_the_failure_findings_are_split_one_entry_each():
     comparable = sorted(k for k in findings if "not_comparable" not in spec[k])
     assert comparable == ["failures.finding.more_gpus_more_failures", "failures.finding.repeat_same_user"]
     assert len(spec["failures.finding.more_gpus_more_failures"]["directions"]) == 2
-    assert "significance" in spec["failures.finding.repeat_same_user"]
+    assert len(spec["failures.finding.repeat_same_user"]["directions"]) == 1   # an interval, not a p-value
+    # both rest on DRE's records, named as such: a direction there, never the paper's selection argued away
+    assert all(spec[k]["where"].startswith("DRE's records") and "same_selection" not in spec[k] for k in comparable)
 
 
 def test_an_entry_without_its_sides_is_refused(tmp_path):
@@ -150,14 +152,48 @@ def _fig4_reports(root, low_58, high_58, low_gt8=-0.05, high_gt8=-0.01, jobs=(14
     return root
 
 
-@pytest.mark.parametrize("interval, verdict, says", [
-    ((-0.03, -0.01), "reproduced", "below zero as claimed"),
-    ((0.01, 0.07), "differs", "above zero: the opposite direction"),
+FIG4_ON = "DRE's 5-8 and >8-GPU records that ran once"
+
+
+@pytest.mark.parametrize("interval, label, says", [
+    ((-0.03, -0.01), f"holds on {FIG4_ON}", "below zero as claimed"),
+    ((0.01, 0.07), f"does not hold on {FIG4_ON}", "above zero: the opposite direction"),
     # the issue's intervals: they include the paper's direction, so the finding is not shown, not contradicted
-    ((-0.025, 0.069), "not comparable", "Not shown on this data: "),
+    ((-0.025, 0.069), f"not shown on {FIG4_ON}", "includes zero, so neither direction is shown"),
 ])
-def test_a_direction_needs_its_interval_to_exclude_zero(tmp_path, interval, verdict, says):
+def test_a_direction_needs_its_interval_to_exclude_zero(tmp_path, interval, label, says):
     card = rp.scorecard(_fig4_reports(tmp_path, *interval)).set_index("key")
     row = card.loc["queueing.fig4_finding"]
-    assert row["verdict"] == verdict and says in row["detail"] and row["n"] == 258
-    assert row["like_for_like"].startswith("like for like: the same definition")
+    # DRE's records are not the paper's selection: the direction is told on them, never "reproduced"
+    assert row["verdict"] == "not comparable" and row["label"] == label and row["n"] == 258
+    assert says in row["detail"] and "(n = 258); not the paper's selection: another selection: " in row["detail"]
+    assert row["like_for_like"].startswith("not like for like: another selection")
+
+
+def test_too_few_jobs_give_no_direction(tmp_path):
+    card = rp.scorecard(_fig4_reports(tmp_path, -0.03, -0.01, jobs=(1411, 99))).set_index("key")
+    row = card.loc["queueing.fig4_finding"]
+    assert row["kind"] == "on another selection" and "too few jobs (99; at least 100 needed)" in row["detail"]
+
+
+def test_a_selection_argued_away_in_words_is_refused(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("a.b: {ours: 'x:y', within: 1, data: real, n: 'x:n', same_selection: 'a contrast', "
+                    "ours_side: {definition: d, selection: s}, paper_side: {definition: d, selection: t}}\n")
+    with pytest.raises(ValueError, match="argues a selection away in words"):
+        rp.load_spec(str(path))
+    path.write_text("a.b: {ours: 'x:y', where: 'DRE', not_comparable: why}\n")
+    with pytest.raises(ValueError, match=r"names a public selection \(where\) but not its name or its data label"):
+        rp.load_spec(str(path))
+
+
+def test_every_figure_a_label_shows_is_one_the_reports_publish():
+    """A label's value ('on <selection>, ours is X; ...') names figures (ours, also) the golden results hold: a typo
+    would silently drop a part of what the public data show."""
+    from dlcluster.report import golden as g
+
+    golden = g.load_golden(g.golden_dir() / "default.yaml")
+    named = [ref for e in rp.load_spec().values() for ref in [e.get("ours"), *(x[1] for x in e.get("also", []))]
+             if ref]
+    unknown = [ref for ref in named if ref.partition(":")[2] not in golden.get(ref.partition(":")[0], {})]
+    assert not unknown, unknown

@@ -15,7 +15,8 @@ FAILS = vd.Outcome(vd.FAILS, "KS 30.0 points, 16.0 beyond the 14.0 allowed")
 def test_the_same_quantity_on_enough_jobs_compares():
     assert vd.judge(HOLDS, SAME, REFERENCE, 100) == vd.Verdict(
         "reproduced", "KS 3.0 <= 14.0 points.", 100.0,
-        "like for like: the same definition (queueing delay, every attempt); the same selection (every job)")
+        "like for like: the same definition (queueing delay, every attempt); the same selection (every job)",
+        "reproduced", "reproduced")
     assert vd.judge(FAILS, SAME, REFERENCE, 5000).verdict == "differs"
 
 
@@ -119,3 +120,83 @@ def test_reasons_fold_into_sentences():
     assert vd.reason_group("No job of ours in this VC and size (DRE holds no 1-GPU job).") == "No data of ours for it."
     assert vd.reason_group("something else entirely") == vd.OTHER_REASONS
     assert all(group.endswith(".") for _, group in vd.REASON_GROUPS)
+
+
+# ------------------------------------------------------------------ the labels (issue 49): most informative first
+
+DRE = vd.Side("the failed share of a user's next jobs, after a failure minus after any other", "DRE's records",
+              "real DRE records")
+PAPER = vd.Side("whether failures repeat for a user", "the paper's 75 days")
+UP = vd.direction(55.0, 65.0, "+", "difference, points")
+
+
+def test_label_1_like_for_like_is_reproduced_or_differs():
+    for outcome, word in ((HOLDS, "reproduced"), (FAILS, "differs")):
+        judged = vd.judge(outcome, SAME, REFERENCE, 500, where="the full trace", value="x")
+        assert (judged.verdict, judged.label, judged.kind) == (word, word, word)
+
+
+def test_label_2_a_direction_on_a_named_public_selection():
+    held = vd.judge(UP, DRE, PAPER, 5751, where="DRE's records")
+    assert (held.verdict, held.label, held.kind) == ("not comparable", "holds on DRE's records", vd.HOLDS_ON)
+    assert held.reason.startswith("Difference, points: interval [+55, +65], above zero as claimed (n = 5,751); "
+                                  "not the paper's selection: another definition: ")
+    down = vd.judge(vd.direction(-9.0, -1.0, "+", "d"), DRE, PAPER, 5751, where="DRE's records")
+    assert (down.label, down.kind) == ("does not hold on DRE's records", vd.NOT_HOLDS_ON)
+    # an interval that includes zero gives no direction: not shown, never holds
+    unclear = vd.judge(vd.direction(-0.7, 4.6, "+", "d"), DRE, PAPER, 5910, where="DRE's records")
+    assert (unclear.label, unclear.kind) == ("not shown on DRE's records", vd.NOT_SHOWN_ON)
+    assert "includes zero, so neither direction is shown" in unclear.reason
+    # like for like but undecided: not shown on that data either
+    assert vd.judge(vd.direction(-0.7, 4.6, "+", "d"), SAME, REFERENCE, 500).label == "not shown on this data"
+
+
+def test_label_3_the_quantity_on_another_public_selection():
+    minutes = vd.Side("mean GPU utilization", "minutes 0-3 after start of DRE's records", "real DRE records")
+    table3 = vd.Side("mean GPU utilization", "every minute of every job")
+    judged = vd.judge(vd.within(43.2, 45.18, 2.5), minutes, table3, 1000, where="DRE's records, minutes 0-3",
+                      value="43.2%")
+    assert (judged.verdict, judged.label, judged.kind) == (
+        "not comparable", "on DRE's records, minutes 0-3, ours is 43.2%", vd.OURS_ON)
+    assert judged.reason == ("Another selection: ours is minutes 0-3 after start of DRE's records, the reference's is "
+                             "every minute of every job (n = 1,000).")
+    # a reason known beforehand (reproduction.yaml's not_comparable) is the reason, the sides unstated
+    stated = vd.judge(vd.Outcome(vd.MISSING, ""), vd.Side("", "", "real RFold jobs"), vd.Side("", ""), None,
+                      min_n=0, where="RFold's jobs", value="111,549 jobs", why_not="the paper's 75 days are not public")
+    assert (stated.label, stated.reason, stated.like_for_like) == (
+        "on RFold's jobs, ours is 111,549 jobs", "The paper's 75 days are not public.",
+        "not like for like: the paper's 75 days are not public")
+
+
+def test_label_4_cannot_be_tested_without_a_public_measurement():
+    # no public selection named, no value, or a simulated input: cannot be tested, with why
+    assert vd.judge(UP, DRE, PAPER, 5751).kind == vd.CANNOT
+    assert vd.judge(vd.Outcome(vd.MISSING, "x"), DRE, PAPER, 5751, where="DRE's records").kind == vd.CANNOT
+    replay = vd.Side(DRE.definition, DRE.selection, "SIMULATED calibrated replay")
+    judged = vd.judge(UP, replay, PAPER, 5751, where="the replay", value="60 points")
+    assert (judged.verdict, judged.label) == ("not comparable", "cannot be tested")
+    assert "not a measurement of the real cluster" in judged.reason
+
+
+def test_labels_keep_the_100_jobs_rule():
+    # like for like on 99 jobs: neither reproduced nor a direction; the value on that selection, with its n
+    few = vd.judge(HOLDS, SAME, REFERENCE, 99, where="DRE's records", value="KS 3.0")
+    assert (few.verdict, few.kind, few.label) == ("not comparable", vd.OURS_ON, "on DRE's records, ours is KS 3.0")
+    assert few.reason == "Too few jobs (99; at least 100 needed) (n = 99)."
+    # a direction on 99 jobs is no direction either
+    assert vd.judge(UP, DRE, PAPER, 99, where="DRE's records").kind == vd.CANNOT
+    assert vd.judge(UP, DRE, PAPER, 100, where="DRE's records").kind == vd.HOLDS_ON
+
+
+def test_a_share_interval_stays_in_its_range():
+    assert vd.direction(0.0, 0.2, "+", "share", bounds=(0, 1)).result == vd.UNDECIDED
+    assert vd.direction(-100.0, -40.0, "-", "difference, points", bounds=(-100, 100)).result == vd.HOLDS
+    with pytest.raises(ValueError, match="leaves the quantity's range"):
+        vd.direction(-0.03, 0.2, "+", "share", bounds=(0, 1))   # a normal interval of a small share leaks below 0
+    with pytest.raises(ValueError, match="leaves the quantity's range"):
+        vd.direction(0.5, 1.04, "+", "share", bounds=(0, 1))
+
+
+def test_every_label_kind_is_listed_in_order():
+    assert vd.KINDS == ("reproduced", "differs", "holds on", "does not hold on", "not shown on",
+                        "on another selection", "cannot be tested")

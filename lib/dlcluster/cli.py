@@ -8,6 +8,7 @@
     dlcluster synth-trace OUT [--scale 0.125]                      SYNTHETIC raw trace for benchmarks
     dlcluster check-results [REPORTS_DIR] [--all]                  compare reports with the golden results
     dlcluster golden [REPORTS_DIR]                                 rewrite the golden results from reports
+    dlcluster findings [REPORTS_DIR | --golden] [--readme]         each claim's label; the README's block
     dlcluster classify-logs [DIR] [--no-fallback]                  failure reason of each log
     dlcluster bench-colocation --device cpu --model tiny ...       ResNet-50 colocation benchmark
 """
@@ -63,6 +64,24 @@ def _golden(args) -> int:
     path = write_golden(reports, golden, config)
     shown = path.relative_to(paths.repo_root()) if path.is_relative_to(paths.repo_root()) else path
     print(f"wrote {path}: review its diff (git diff {shown}) and commit it with the change that moved the figures")
+    return 0
+
+
+def _findings(args) -> int:
+    from .atomic import atomic_write_text
+    from .report import findings as fd
+    from .report.reproduction import scorecard
+    table = fd.golden_findings() if args.golden else fd.findings(scorecard(args.reports_dir))
+    block = fd.readme_block(table)
+    if not args.readme:
+        print(block)
+        return 0
+    readme = paths.repo_root() / "README.md"
+    text = readme.read_text()
+    updated = fd.replace_readme_block(text, block)
+    if updated != text:
+        atomic_write_text(readme, updated)
+    print(f"{'wrote' if updated != text else 'unchanged:'} {readme} ({fd.tally(table)})")
     return 0
 
 
@@ -174,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "check-results":
             p.add_argument("--all", action="store_true", help="print every figure, not only those that fail")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("findings", help="each claim of the paper with its label (judge's), as the README's block")
+    p.add_argument("reports_dir", nargs="?", default=default_reports,
+                   help="a folder written by `dlcluster reports` (default reports/default)")
+    p.add_argument("--golden", action="store_true",
+                   help="from golden/default.yaml's figures instead (what the README's block is generated from)")
+    p.add_argument("--readme", action="store_true", help="rewrite the block between README.md's findings markers")
+    p.set_defaults(func=_findings)
 
     p = sub.add_parser("summary", help="print a trace's tables and data-quality report")
     p.add_argument("source", nargs="?", default="public", help="'public', 'philly' or a raw-format directory")

@@ -291,6 +291,12 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
 
     Where the difference is undefined (no pair after a failure, or none after
     another status: e.g. a trace without failures) it and both p-values are NaN.
+
+    ``difference_ci_low_pct`` / ``difference_ci_high_pct``: a 95% percentile
+    interval of the difference (points) by a bootstrap over users (users drawn
+    with replacement, each with all their pairs: a user's jobs are not
+    independent), so the interval stays within [-100, 100] as the difference
+    does; the direction "failures repeat" holds only where it excludes zero.
     """
     final, _ = final_status_jobs(jobs)
     final = final[final["user"].notna() & final["submitted"].notna()]
@@ -318,6 +324,7 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
         within[i] = np.subtract(*lift(shuffled))
         across[i] = np.subtract(*lift(rng.permutation(failed)))
     undefined = not np.isfinite(observed)  # every comparison with NaN is False: p would be 1 / (n + 1)
+    ci_low, ci_high = _user_bootstrap(users, failed, same_user_next, n_permutations, seed)
     return {
         "pairs": int(same_user_next.sum()),
         "p_fail_after_fail_pct": float(100 * after_fail),
@@ -326,7 +333,32 @@ def repeat_failures(jobs: pd.DataFrame, n_permutations: int = 1000, seed: int = 
         "p_value_within_user": np.nan if undefined else float((1 + (within >= observed).sum()) / (n_permutations + 1)),
         "p_value_across_users": np.nan if undefined else float((1 + (across >= observed).sum()) / (n_permutations + 1)),
         "n_permutations": n_permutations,
+        "difference_ci_low_pct": np.nan if undefined else ci_low,
+        "difference_ci_high_pct": np.nan if undefined else ci_high,
     }
+
+
+def _user_bootstrap(users: np.ndarray, failed: np.ndarray, same_user_next: np.ndarray, n_boot: int, seed: int,
+                    confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval (points) of P(fail | previous failed) - P(fail | previous did not), users resampled
+    with replacement; replicates where either share is undefined are left out (NaN, NaN when none is left)."""
+    prev, nxt = failed[:-1][same_user_next], failed[1:][same_user_next]
+    if not len(prev) or n_boot < 1:
+        return np.nan, np.nan
+    _, user_of_pair = np.unique(users[1:][same_user_next], return_inverse=True)
+    per_user = np.stack([np.bincount(user_of_pair, weights=w, minlength=user_of_pair.max() + 1) for w in
+                         (prev & nxt, prev, ~prev & nxt, ~prev)], axis=1)
+    rng = np.random.default_rng([int(seed), 1])   # its own stream: the permutation p-values stay as they were
+    draws = rng.integers(0, len(per_user), size=(n_boot, len(per_user)))
+    sums = per_user[draws].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        diffs = 100 * (sums[:, 0] / sums[:, 1] - sums[:, 2] / sums[:, 3])
+    diffs = diffs[np.isfinite(diffs)]
+    if not len(diffs):
+        return np.nan, np.nan
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(diffs, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 # ----------------------------------------------------------------------------- logs

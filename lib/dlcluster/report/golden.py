@@ -1,8 +1,9 @@
 """Golden results: every notebook's key figures at default parameters, kept in git and checked by CI.
 
 ``golden/<config>.yaml`` holds, per notebook, each key of its ``results.json``
-and, under ``scorecard``, the verdict of each published value
-(:mod:`.reproduction`). ``golden/tolerances.yaml`` says how closely each figure
+and, under ``scorecard``, the label of each published value (its kind:
+reproduced, differs, holds on, not shown on, ..., :data:`.verdicts.KINDS`;
+:mod:`.reproduction`). ``golden/tolerances.yaml`` says how closely each figure
 must match, with the reason: the first rule whose pattern matches
 ``<notebook>:<key>`` decides. ``dlcluster check-results`` (``make check-results``)
 compares a reports folder with the golden file and fails, naming each figure
@@ -91,7 +92,8 @@ def tolerance_for(name: str, rules: list[Tolerance]) -> Tolerance:
 
 
 def collect(reports_dir: str | Path) -> dict[str, dict]:
-    """``{notebook: {key: value}}`` from every ``<stem>/results.json``, plus the scorecard's verdicts."""
+    """``{notebook: {key: value}}`` from every ``<stem>/results.json``, plus the scorecard's labels (each row's kind,
+    which refines its verdict: a scorecard.json written before labels gives its verdict)."""
     reports_dir = Path(reports_dir)
     out: dict[str, dict] = {}
     for path in sorted(reports_dir.glob("[0-9][0-9]-*/results.json")):
@@ -100,7 +102,7 @@ def collect(reports_dir: str | Path) -> dict[str, dict]:
     card = reports_dir / "scorecard.json"
     if card.exists():
         rows = json.loads(card.read_text())["rows"]
-        out[SCORECARD_SECTION] = {row["key"]: row["verdict"] for row in rows}
+        out[SCORECARD_SECTION] = {row["key"]: row.get("kind") or row["verdict"] for row in rows}
     return out
 
 

@@ -278,6 +278,7 @@ def scorecard_section(out_dir: Path) -> str:
                                           for r in rows.itertuples()],
             "provenance": rows["provenance"].map(_tag),
             "ours": [_ours_cell(r) for r in rows.itertuples()],
+            "what the public data show": rows["label"].map(_esc) if "label" in rows else "",
             "jobs (n)": rows["n"].map(_n_cell) if "n" in rows else "",
             "why, or by how much": [_why_cell(r) for r in rows.itertuples()]})
         if not with_verdict:
@@ -291,7 +292,9 @@ def scorecard_section(out_dir: Path) -> str:
             f"(of {len(card)}; also in <code>{_esc(path.name)}</code>). <i>Reproduced</i> and <i>differs</i> mean that "
             f"ours measures the same quantity, by the same definition and selection (both sides stated), on at least "
             f"{vd.MIN_JOBS} real jobs; a finding's direction counts only where its interval excludes zero. Anything "
-            f"else is <i>not comparable</i>, with why. The rules are in "
+            f"else is <i>not comparable</i>, with why, and says what the public data show instead (the label the "
+            f"findings above list: a direction on a named public selection, the quantity on another selection, or "
+            f"cannot be tested). The rules are in "
             f"<code>lib/dlcluster/report/reproduction.yaml</code>, applied by one function "
             f"(<code>dlcluster.report.verdicts.judge</code>) to every verdict of the reports.</p>"
             + (render(compared) if len(compared) else "<p>No published value compares on these reports.</p>")

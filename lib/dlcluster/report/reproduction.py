@@ -20,6 +20,12 @@ same quantity, by the same definition and selection, on at least
 both sides (``ours_side``, ``paper_side``), its data label and its n;
 :func:`standard_violations` finds a verdict that compares while breaking it.
 
+Beside its verdict every row gets a label (``label``, ``kind``: what the findings tell a reader, decided by the
+same call to :func:`.verdicts.judge`): where an entry names the public selection its figure is measured on
+(``where``), a direction there is "holds / does not hold / not shown on <where>" and a level "on <where>, ours is
+X" (with ``also``: the quantity on other cuts of the public data); only an entry that names none is "cannot be
+tested". :func:`untested_but_measured` finds a claim left "cannot be tested" while its rule names a selection.
+
 Published values are only read to be shown and compared here: no result is
 computed from them. ``make reports`` writes ``reports/<config>/scorecard.json``
 and puts the table at the top of the index page; the golden file keeps the verdicts.
@@ -55,7 +61,7 @@ WAYS = ("within", "checks", "directions", "not_comparable")
 #: What each side of an entry that can reach a verdict on the numbers states (the paper's side has no data label).
 SIDE_PARTS = ("definition", "selection")
 FIELDS = {*WAYS, "ours", "tests", "data", "when_missing", "ours_side", "paper_side", "same_definition",
-          "same_selection", "n", "significance"}
+          "same_selection", "n", "significance", "where", "unit", "also", "ours_label"}
 
 
 def _check_entry(path, key: str, entry: dict) -> None:
@@ -67,6 +73,10 @@ def _check_entry(path, key: str, entry: dict) -> None:
         raise ValueError(f"{path}: entry {key!r} has unknown field(s) {sorted(unknown)}")
     if "within" in entry and "ours" not in entry:
         raise ValueError(f"{path}: entry {key!r} compares a number (within) but names no figure of ours")
+    for item in entry.get("also", []):
+        if not (isinstance(item, list) and len(item) in (2, 3)):
+            raise ValueError(f"{path}: entry {key!r}: an also is [label, figure] or [label, figure, unit], got "
+                             f"{item!r}")
     for check in entry.get("checks", []):
         if len(check) != 3 or check[1] not in OPERATORS:
             raise ValueError(f"{path}: entry {key!r}: a check is [figure, one of {list(OPERATORS)}, "
@@ -75,6 +85,14 @@ def _check_entry(path, key: str, entry: dict) -> None:
         if len(item) != 4 or item[3] not in ("+", "-"):
             raise ValueError(f"{path}: entry {key!r}: a direction is [what, interval low, interval high, '+' or "
                              f"'-'], got {item!r}")
+    if "where" in entry and not (str(entry["where"]).strip() and str(entry.get("data", "")).strip()):
+        raise ValueError(f"{path}: entry {key!r} names a public selection (where) but not its name or its data label")
+    if "where" in entry and not ("ours" in entry or "also" in entry or "directions" in entry or "checks" in entry):
+        raise ValueError(f"{path}: entry {key!r} names a public selection (where) but no figure of ours measured on it")
+    if "same_selection" in entry:
+        raise ValueError(f"{path}: entry {key!r} argues a selection away in words (same_selection); a selection "
+                         "counts as the paper's only where a measurement shows the quantity does not move with it: "
+                         "name the public selection (where) instead, and the label says what it shows")
     if "not_comparable" in entry:
         if not str(entry["not_comparable"]).strip():
             raise ValueError(f"{path}: entry {key!r} is not comparable but does not say why")
@@ -165,7 +183,7 @@ def _directions(entry: dict, figures: _Figures) -> vd.Outcome:
     tests = entry.get("tests", "")
     outcome = vd.combine([vd.direction(figures.get(low), figures.get(high), sign, what)
                           for what, low, high, sign in entry["directions"]])
-    return vd.Outcome(outcome.result, f"tested: {tests}; {outcome.text}" if tests else outcome.text)
+    return vd.Outcome(outcome.result, f"tested: {tests}; {outcome.text}" if tests else outcome.text, outcome.direction)
 
 
 def _n(entry: dict, figures: _Figures):
@@ -184,11 +202,24 @@ def entry_sides(entry: dict) -> tuple[vd.Side, vd.Side]:
 
 def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object, float | None, str]:
     """(verdict, reason, our value, n, like-for-like statement) of one published value, by :func:`.verdicts.judge`."""
+    judged, ours = judge_entry(entry, published, figures)
+    return judged.verdict, judged.reason, ours, judged.n, judged.like_for_like
+
+
+def judge_entry(entry: dict, published, figures: _Figures, unit: str = "") -> tuple[vd.Verdict, object]:
+    """The :class:`.verdicts.Verdict` (verdict and label) of one published value, and our value; ``unit``: the
+    published value's, which our value is shown in (an entry's own ``unit`` comes first)."""
     ours_ref = entry.get("ours")
     ours = figures.get(ours_ref) if ours_ref else None
+    where = str(entry.get("where", ""))
+    unit = str(entry.get("unit", unit) or "")
+    value = _value_text(entry, ours if ours_ref else None, unit, figures)
+    mine, paper = entry_sides(entry)
     if "not_comparable" in entry:
-        return vd.NOT_COMPARABLE, _sentence(entry["not_comparable"]), ours, None, \
-            "not like for like: " + str(entry["not_comparable"]).rstrip(".")
+        n = _n(entry, figures) if entry.get("n") else None
+        result = vd.judge(vd.Outcome(vd.MISSING, ""), mine, paper, n, min_n=vd.MIN_JOBS if entry.get("n") else 0,
+                          where=where, value=value, why_not=str(entry["not_comparable"]))
+        return result, ours
     if "within" in entry:
         if is_missing(ours):
             why = entry.get("when_missing") or (f"{ours_ref} is not in the reports" if not figures.has(ours_ref)
@@ -203,10 +234,26 @@ def verdict(entry: dict, published, figures: _Figures) -> tuple[str, str, object
         outcome = _checks(entry, figures)
     else:
         outcome = _directions(entry, figures)
-    mine, paper = entry_sides(entry)
     result = vd.judge(outcome, mine, paper, _n(entry, figures), same_definition=str(entry.get("same_definition", "")),
-                      same_selection=str(entry.get("same_selection", "")))
-    return result.verdict, result.reason, ours, result.n, result.like_for_like
+                      same_selection=str(entry.get("same_selection", "")), where=where, value=value)
+    return result, ours
+
+
+def _with_unit(value, unit: str) -> str:
+    return f"{_fmt(value)}{'' if unit.startswith('%') else ' '}{unit}".strip()
+
+
+def _value_text(entry: dict, ours, unit: str, figures: _Figures) -> str:
+    """Our value as a reader reads it: the figure in its unit (after ``ours_label``), then each of ``also`` ([label,
+    figure, and its own unit where it is not the entry's]: the same quantity on a part or another cut of the public
+    data) that has a value; empty when none has."""
+    label = f"{entry['ours_label']} " if entry.get("ours_label") else ""
+    parts = [] if is_missing(ours) else [label + _with_unit(ours, unit)]
+    for label, ref, *own_unit in entry.get("also", []):
+        value = figures.get(ref)
+        if not is_missing(value):
+            parts.append(f"{label} {_with_unit(value, own_unit[0] if own_unit else unit)}")
+    return "; ".join(parts)
 
 
 def _sentence(text: str) -> str:
@@ -230,6 +277,12 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
     """One row per published value: key, section, what, published, provenance, ours, verdict, detail (the reason, a
     sentence), n (the jobs behind ours, where the entry compares), figure, data, like_for_like (a sentence) and, for a
     row that does not compare, reason_group (the sentence the index page folds it under)."""
+    return scorecard_from(read_notebook_results(Path(reports_dir)), spec)
+
+
+def scorecard_from(results: dict[str, dict], spec: dict | None = None) -> pd.DataFrame:
+    """:func:`scorecard` of each notebook's results given as ``{notebook: {key: value}}`` (the golden file's
+    figures, say: :func:`dlcluster.report.findings.golden_findings`)."""
     spec = load_spec() if spec is None else spec
     reference = load_reference()
     unknown = sorted(set(spec) - set(reference["key"]))
@@ -238,17 +291,19 @@ def scorecard(reports_dir: str | Path, spec: dict | None = None) -> pd.DataFrame
     lacking = sorted(set(reference["key"]) - set(spec))
     if lacking:
         raise ValueError(f"{SPEC_PATH.name} has no entry for these published values: {lacking}")
-    figures = _Figures(read_notebook_results(Path(reports_dir)))
+    figures = _Figures(results)
     rows = []
     for ref in reference.itertuples():
         entry = spec[ref.key]
-        outcome, detail, ours, n, statement = verdict(entry, ref.value, figures)
+        unit = ref.unit if isinstance(ref.unit, str) else ""
+        judged, ours = judge_entry(entry, ref.value, figures, unit if isinstance(ref.value, (int, float)) else "")
         published = f"{ref.value:g} {ref.unit}".strip() if isinstance(ref.value, (int, float)) else str(ref.value)
         rows.append({"key": ref.key, "section": ref.section, "what": ref.item, "published": published,
-                     "provenance": ref.provenance, "ours": None if is_missing(ours) else ours, "verdict": outcome,
-                     "detail": detail, "n": n, "figure": entry.get("ours"), "data": entry.get("data", ""),
-                     "like_for_like": statement,
-                     "reason_group": vd.reason_group(detail) if outcome == vd.NOT_COMPARABLE else ""})
+                     "provenance": ref.provenance, "ours": None if is_missing(ours) else ours,
+                     "verdict": judged.verdict, "label": judged.label, "kind": judged.kind, "detail": judged.reason,
+                     "n": judged.n, "figure": entry.get("ours"), "data": entry.get("data", ""),
+                     "where": entry.get("where", ""), "like_for_like": judged.like_for_like,
+                     "reason_group": vd.reason_group(judged.reason) if judged.verdict == vd.NOT_COMPARABLE else ""})
     return pd.DataFrame(rows)
 
 
@@ -291,6 +346,19 @@ def standard_violations(card: pd.DataFrame, labels: dict[tuple[str, str], list[s
 
 def counts(card: pd.DataFrame) -> dict[str, int]:
     return {v: int((card["verdict"] == v).sum()) for v in VERDICTS}
+
+
+def label_counts(card: pd.DataFrame) -> dict[str, int]:
+    """How many claims get each label (:data:`.verdicts.KINDS`, in that order), zeros included."""
+    return {kind: int((card["kind"] == kind).sum()) for kind in vd.KINDS}
+
+
+def untested_but_measured(card: pd.DataFrame) -> list[str]:
+    """Claims labelled ``cannot be tested`` although their rule names a public selection (``where``) that measures
+    the quantity or its direction: each such row is a finding the reader is not told. Empty when none is."""
+    rows = card[(card["kind"] == vd.CANNOT) & (card["where"].fillna("").astype(str).str.strip() != "")]
+    return [f"{r.key}: labelled 'cannot be tested' while its rule names a public selection ({r.where}): {r.detail}"
+            for r in rows.itertuples()]
 
 
 #: The second reference: the full trace's own figures (the official notebook's, digitized). A notebook holds a
@@ -344,14 +412,27 @@ def official_violations(card: pd.DataFrame) -> list[str]:
 def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
     """Compute the scorecard of a reports folder and write ``scorecard.json`` beside its notebooks (the published
     values' rows, and under ``official`` the comparisons with the full trace's own figures), with each verdict's
-    n and like-for-like statement."""
+    label, n and like-for-like statement, and the counts per verdict and per label; strict JSON (no NaN)."""
     card = scorecard(reports_dir)
     official = official_card(reports_dir)
-    doc = {"counts": counts(card), "min_jobs": vd.MIN_JOBS, "rows": card.to_dict(orient="records"),
+    doc = {"counts": counts(card), "labels": label_counts(card), "min_jobs": vd.MIN_JOBS,
+           "rows": card.to_dict(orient="records"),
            "official": {"reference": OFFICIAL_REFERENCE, "counts": counts(official),
                         "rows": official.to_dict(orient="records")}}
-    path = atomic_write_text(Path(reports_dir) / "scorecard.json", json.dumps(doc, indent=2, default=str))
+    text = json.dumps(_strict(doc), indent=2, default=str, allow_nan=False)
+    path = atomic_write_text(Path(reports_dir) / "scorecard.json", text)
     return card, path
+
+
+def _strict(value):
+    """``value`` with every NaN or infinite float as None (null), so that strict JSON parsers read the file."""
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def results_violations(reports_dir: str | Path) -> list[str]:

@@ -18,6 +18,21 @@ the replay's validation targets (:mod:`dlcluster.validation.scorecard`). The sta
    data"; no value: ``not comparable`` (a target: ``not met``, not measured).
 
 A direction ("less", "more") holds only when its interval excludes zero on the claimed side (:func:`direction`).
+
+**The label** (:attr:`Verdict.label`, one of :data:`KINDS`): what a reader is told of the claim, the most informative
+honest statement first, decided by :func:`judge` from the same inputs:
+
+1. ``reproduced`` / ``differs``: like for like, as above;
+2. ``holds on <selection>`` / ``does not hold on <selection>`` / ``not shown on <selection>``: a direction (an
+   :class:`Outcome` with ``direction=True``, i.e. an interval) tested on a named public selection (``where``) of at
+   least ``min_n`` real jobs that is not the reference's; not shown where the interval includes zero;
+3. ``on <selection>, ours is X``: our value (``value``) of the quantity on a named public selection of real data that
+   differs from the reference's (the reason says how);
+4. ``cannot be tested``: no public selection measures it (no ``where``, no value, or only a simulated or assumed
+   input).
+
+A selection that differs from the reference's counts as the same (``same_selection``) only where a measurement shows
+that the quantity does not move with it; otherwise the comparison is one of labels 2-4.
 """
 
 from __future__ import annotations
@@ -40,9 +55,25 @@ MIN_JOBS = 100
 NOT_LIKE_FOR_LIKE = ("simulated", "synthetic", "assumed", "assumption", "illustrative", "on a cpu", "minutes 0-3",
                      "start-up", "another selection", "biased selection", "corpus composition", "an inference")
 
+#: The labels a claim can get (:attr:`Verdict.kind`), most informative first (the module doc).
+HOLDS_ON, NOT_HOLDS_ON, NOT_SHOWN_ON = "holds on", "does not hold on", "not shown on"
+OURS_ON, CANNOT = "on another selection", "cannot be tested"
+KINDS = (REPRODUCED, DIFFERS, HOLDS_ON, NOT_HOLDS_ON, NOT_SHOWN_ON, OURS_ON, CANNOT)
+
 # A test's outcome: the claim holds, it fails, the data cannot tell, or there is no value to test.
 HOLDS, FAILS, UNDECIDED, MISSING = "holds", "fails", "undecided", "missing"
 _SIDE_FIELDS = ("definition", "selection", "data")
+
+
+#: Words of a data label for data that is not a measurement at all (a model's output or an assumption), which no
+#: label of a public selection (2-3) may rest on. Lower case.
+NOT_MEASURED = ("simulated", "synthetic", "assumed", "assumption", "illustrative")
+
+
+def not_measured(label: str) -> list[str]:
+    """The words of :data:`NOT_MEASURED` that a data label uses."""
+    text = str(label or "").lower()
+    return [word for word in NOT_MEASURED if word in text]
 
 
 def not_like_for_like(label: str) -> list[str]:
@@ -76,18 +107,27 @@ class Side:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a test found (one of HOLDS, FAILS, UNDECIDED, MISSING) and, in words, how."""
+    """What a test found (one of HOLDS, FAILS, UNDECIDED, MISSING) and, in words, how; ``direction``: the test is
+    of a direction, by an interval (:func:`direction`), so it can be told on a selection that is not the
+    reference's."""
 
     result: str
     text: str
+    direction: bool = False
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """``verdict``: the strict word (reproduced, differs, not comparable; a target's met / not met); ``label``: what
+    a reader is told (``kind``, one of :data:`KINDS`, with its selection and value: "holds on DRE's records"),
+    and ``reason`` why, a sentence."""
+
     verdict: str
     reason: str
     n: float | None
     like_for_like: str
+    label: str = ""
+    kind: str = ""
 
     @property
     def compares(self) -> bool:
@@ -136,36 +176,79 @@ def like_for_like_statement(ours: Side, reference: Side, same_definition: str = 
 
 
 def judge(outcome: Outcome, ours: Side, reference: Side, n: float | None, *, same_definition: str = "",
-          same_selection: str = "", min_n: int = MIN_JOBS, target: bool = False) -> Verdict:
-    """The verdict of one comparison, by the standard of the module doc.
+          same_selection: str = "", min_n: int = MIN_JOBS, target: bool = False, where: str = "", value: str = "",
+          why_not: str = "") -> Verdict:
+    """The verdict and label of one comparison, by the standard of the module doc.
 
     ``n``: the jobs behind our side (None: not stated, which no verdict on the numbers accepts). ``target``: a
     validation target (words ``met`` / ``not met``; our side may be simulated). ``min_n`` other than
-    :data:`MIN_JOBS` must be argued where it is passed.
+    :data:`MIN_JOBS` must be argued where it is passed. ``where``: the short name of the public selection our side
+    measures ("DRE's records"), for labels 2-3; ``value``: our value as a reader reads it ("43.2%"), for label 3;
+    ``why_not``: why the sides are not like for like, where it is known beforehand (a sentence).
     """
     statement = like_for_like_statement(ours, reference, same_definition, same_selection, simulated_allowed=target)
     n_value = None if _missing(n) else float(n)
 
-    def verdict(word: str, reason: str) -> Verdict:
-        return Verdict(word, reason[:1].upper() + reason[1:].rstrip(".") + ".", n_value, statement)
+    def verdict(word: str, reason: str, label: str = "", kind: str = "") -> Verdict:
+        return Verdict(word, _sentence(reason), n_value, statement, label or word, kind or word)
 
     missed = NOT_MET if target else NOT_COMPARABLE
-    problems = basis_problems(ours, reference, same_definition, same_selection, simulated_allowed=target)
+    if why_not.strip():   # known beforehand: the sides' own statements would only repeat it
+        problems = [why_not.strip().rstrip(".")]
+        statement = f"not like for like: {problems[0]}"
+    else:
+        problems = basis_problems(ours, reference, same_definition, same_selection, simulated_allowed=target)
     if n_value is None and min_n > 0:
         problems.append("the number of jobs behind our side is not stated")
     elif n_value is not None and n_value < min_n:
         problems.append(f"too few jobs ({n_value:,.0f}; at least {min_n} needed)")
+    if target:
+        return _target_verdict(outcome, problems, verdict)
     if problems:
-        return verdict(missed, "; ".join(problems))
+        return _label_elsewhere(outcome, ours, n_value, min_n, where, value, problems, verdict)
     if outcome.result == MISSING:
-        return verdict(missed, outcome.text or "no value on this data")
+        return verdict(missed, outcome.text or "no value on this data", CANNOT, CANNOT)
     if outcome.result == UNDECIDED:
-        return verdict(missed, f"not shown on this data: {outcome.text}")
+        shown_on = f"{NOT_SHOWN_ON} {where or 'this data'}"
+        return verdict(missed, f"not shown on this data: {outcome.text}", shown_on, NOT_SHOWN_ON)
     if outcome.result == HOLDS:
-        return verdict(MET if target else REPRODUCED, outcome.text)
+        return verdict(REPRODUCED, outcome.text)
     if outcome.result == FAILS:
-        return verdict(NOT_MET if target else DIFFERS, outcome.text)
+        return verdict(DIFFERS, outcome.text)
     raise ValueError(f"unknown test outcome {outcome.result!r}")
+
+
+def _sentence(reason: str) -> str:
+    return reason[:1].upper() + reason[1:].rstrip(".") + "."
+
+
+def _target_verdict(outcome: Outcome, problems: list[str], verdict) -> Verdict:
+    if problems:
+        return verdict(NOT_MET, "; ".join(problems))
+    if outcome.result == MISSING:
+        return verdict(NOT_MET, outcome.text or "no value on this data")
+    if outcome.result == UNDECIDED:
+        return verdict(NOT_MET, f"not shown on this data: {outcome.text}")
+    if outcome.result in (HOLDS, FAILS):
+        return verdict(MET if outcome.result == HOLDS else NOT_MET, outcome.text)
+    raise ValueError(f"unknown test outcome {outcome.result!r}")
+
+
+def _label_elsewhere(outcome: Outcome, ours: Side, n_value, min_n: int, where: str, value: str, problems: list[str],
+                     verdict) -> Verdict:
+    """Labels 2-4 of a comparison that is not like for like (or rests on too few jobs): the strict verdict stays
+    ``not comparable`` with the reasons as before; the label says what the named public selection shows."""
+    strict = "; ".join(problems)
+    real = not not_measured(ours.data)
+    enough = n_value is not None and n_value >= min_n
+    if where and real and enough and outcome.direction and outcome.result in (HOLDS, FAILS, UNDECIDED):
+        kind = {HOLDS: HOLDS_ON, FAILS: NOT_HOLDS_ON, UNDECIDED: NOT_SHOWN_ON}[outcome.result]
+        why = f"{outcome.text} (n = {n_value:,.0f}); not the paper's selection: {strict}"
+        return verdict(NOT_COMPARABLE, why, f"{kind} {where}", kind)
+    if where and real and str(value).strip():
+        n_text = f" (n = {n_value:,.0f})" if n_value is not None else ""
+        return verdict(NOT_COMPARABLE, f"{strict}{n_text}", f"on {where}, ours is {value}", OURS_ON)
+    return verdict(NOT_COMPARABLE, strict, CANNOT, CANNOT)
 
 
 # ------------------------------------------------------------------------ tests a verdict rests on
@@ -182,20 +265,25 @@ def within(ours, published, tolerance: float, decide=float) -> Outcome:
     return Outcome(FAILS, f"by {diff:+,.3g}{rel}, beyond the tolerance of {tolerance:g}")
 
 
-def direction(low, high, sign: str, what: str) -> Outcome:
+def direction(low, high, sign: str, what: str, bounds: tuple[float, float] | None = None) -> Outcome:
     """A direction: ``sign`` '-' (the claim: below zero) or '+' (above). Holds when the interval [low, high]
-    excludes zero on the claimed side, fails when it excludes zero on the other side, else undecided."""
+    excludes zero on the claimed side, fails when it excludes zero on the other side, else undecided. ``bounds``:
+    the range the quantity can take (a difference of two shares in points: (-100, 100)); an interval outside it is
+    an error of the interval's method, refused."""
     if sign not in "+-" or len(sign) != 1:
         raise ValueError(f"a direction's sign is '+' or '-', got {sign!r}")
     if _missing(low) or _missing(high):
-        return Outcome(MISSING, f"{what} has no interval on this data")
+        return Outcome(MISSING, f"{what} has no interval on this data", True)
+    if bounds is not None and not (bounds[0] <= float(low) <= float(high) <= bounds[1]):
+        raise ValueError(f"{what}: interval [{low}, {high}] leaves the quantity's range {list(bounds)} (a share's "
+                         "interval stays in it: Wilson, Newcombe or a percentile bootstrap, not a normal one)")
     interval = f"{what}: interval [{float(low):+.3g}, {float(high):+.3g}]"
     claimed_above = sign == "+"
     if (low > 0) if claimed_above else (high < 0):
-        return Outcome(HOLDS, f"{interval}, {'above' if claimed_above else 'below'} zero as claimed")
+        return Outcome(HOLDS, f"{interval}, {'above' if claimed_above else 'below'} zero as claimed", True)
     if (high < 0) if claimed_above else (low > 0):
-        return Outcome(FAILS, f"{interval}, {'below' if claimed_above else 'above'} zero: the opposite direction")
-    return Outcome(UNDECIDED, f"{interval} includes zero, so neither direction is shown")
+        return Outcome(FAILS, f"{interval}, {'below' if claimed_above else 'above'} zero: the opposite direction", True)
+    return Outcome(UNDECIDED, f"{interval} includes zero, so neither direction is shown", True)
 
 
 def at_most(value, limit: float, what: str, decide=float) -> Outcome:
@@ -224,7 +312,7 @@ def combine(outcomes: list[Outcome]) -> Outcome:
     for result in (MISSING, FAILS, UNDECIDED, HOLDS):
         chosen = [o.text for o in outcomes if o.result == result]
         if chosen:
-            return Outcome(result, "; ".join(chosen))
+            return Outcome(result, "; ".join(chosen), all(o.direction for o in outcomes))
     raise ValueError("no test to combine")
 
 
