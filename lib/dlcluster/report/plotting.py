@@ -58,6 +58,8 @@ TICK_UNIT = re.compile(r"\d\s*(s|m|min|h|d|w|y)\b")
 
 
 def setup_style() -> None:
+    """The study's look, on the non-interactive Agg backend everywhere (a headless run needs no display). Inside a
+    notebook the figures still show: :meth:`dlcluster.report.Report.figure` displays each saved PNG in its cell."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)

@@ -1,0 +1,193 @@
+"""The output hygiene of every executed notebook (dlcluster.report.hygiene), and the checks themselves on small
+hand-made notebooks: each check passes a clean example and fails its bad one."""
+
+import base64
+import io
+import json
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from dlcluster.report import hygiene
+from dlcluster.report.notebook import Report, in_kernel, show_saved
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+
+
+def _png(colour: int = 0) -> bytes:
+    """A tiny real PNG (a one-pixel figure) of a given grey."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(0.1, 0.1), dpi=10)
+    fig.patch.set_facecolor(str(colour / 255))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _notebook(tmp_path, *outputs, figures=(), markdown="# 09 · Title") -> Path:
+    """A notebook with a markdown cell and one code cell holding ``outputs``, saved with its figure PNGs."""
+    nb = new_notebook(cells=[new_markdown_cell(markdown), new_code_cell("x", outputs=list(outputs))])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "09-x.ipynb"
+    nbformat.write(nb, path)
+    folder = tmp_path / "09-x"
+    (folder / "figures").mkdir(parents=True)
+    listed = []
+    for name, png in figures:
+        (folder / "figures" / f"{name}.png").write_bytes(png)
+        listed.append({"name": name, "path": f"figures/{name}.png"})
+    (folder / "results.json").write_text(json.dumps({"figures": listed}))
+    return path
+
+
+def _image(png: bytes):
+    return new_output("display_data", data={"image/png": base64.b64encode(png).decode(), "text/plain": "<Image>"})
+
+
+def _html(text: str):
+    return new_output("display_data", data={"text/html": text, "text/plain": "table"})
+
+
+def test_a_clean_notebook_passes(tmp_path):
+    png = _png()
+    path = _notebook(tmp_path, new_output("stream", name="stdout", text="Jobs: 15 of 20 (75%)\n"), _image(png),
+                     new_output("display_data", data={"text/markdown": "**Finding.** 75% of jobs (n=20); see "
+                                                      "results.json, e.g. Figure 2.", "text/plain": "md"}),
+                     _html("<table><tr><td>run time (min)</td><td>12.5</td></tr></table>"),
+                     figures=[("fig", png)])
+    assert hygiene.check_notebook(path) == []
+
+
+def test_a_saved_figure_not_shown_fails(tmp_path):
+    shown, other = _png(0), _png(200)
+    assert shown != other
+    path = _notebook(tmp_path, _image(shown), figures=[("a", shown), ("b", other)])
+    assert hygiene.check_notebook(path) == ["figure b.png: saved but not shown as an image output"]
+
+
+@pytest.mark.parametrize("output, found", [
+    (new_output("stream", name="stderr", text="100%|###| 3/3\n"), "stderr output"),
+    (new_output("stream", name="stdout", text="x.py:3: RuntimeWarning: Mean of empty slice\n"), "a warning"),
+    (new_output("error", ename="ValueError", evalue="bad", traceback=[]), "error output ValueError"),
+])
+def test_warnings_stderr_and_errors_fail(tmp_path, output, found):
+    problems = hygiene.check_notebook(_notebook(tmp_path, output))
+    assert len(problems) == 1 and found in problems[0] and problems[0].startswith("cell 2: ")
+
+
+@pytest.mark.parametrize("value", ["15", "{'a': 1}", "PosixPath('/tmp/x')", "0.906890220919912"])
+def test_a_bare_repr_fails(tmp_path, value):
+    out = new_output("execute_result", data={"text/plain": value}, execution_count=1)
+    assert hygiene.check_notebook(_notebook(tmp_path, out)) == [
+        f"cell 2: bare repr output (a value without a label): {value!r}"]
+
+
+def test_a_labelled_value_passes(tmp_path):
+    out = new_output("execute_result", data={"text/plain": "15", "text/markdown": "**Jobs:** 15"}, execution_count=1)
+    assert hygiene.check_notebook(_notebook(tmp_path, out)) == []
+
+
+@pytest.mark.parametrize("text, keys", [
+    ("The paper's count (scope.jobs_in_paper) is 96,260.", ["scope.jobs_in_paper"]),
+    ("<td>04-failures-rtf:failures.users.p_fail_after_fail_pct</td>",
+     ["04-failures-rtf:failures.users.p_fail_after_fail_pct"]),
+    ("see official.fig2.rfold", ["official.fig2.rfold"]),
+    ("results.json and scorecard.json, e.g. 0.5 or numpy 1.26.4; U.S. data; https://x.org/a_b.c", []),
+])
+def test_code_keys(text, keys):
+    assert hygiene.code_keys(text) == keys
+
+
+def test_a_code_key_in_a_markdown_output_fails(tmp_path):
+    out = new_output("display_data", data={"text/markdown": "Ours: `scope.jobs_in_paper` = 3", "text/plain": "m"})
+    assert hygiene.check_notebook(_notebook(tmp_path, out)) == [
+        "cell 2: code key(s) in a text/markdown output: ['scope.jobs_in_paper']"]
+
+
+def test_tables_that_truncate_or_repeat_a_sentence_fail(tmp_path):
+    sentence = "a detail sentence that every row repeats, " * 3
+    cut = _html("<table><tr><td>RFold's rea...</td></tr></table>")
+    repeated = _html("<table>" + "".join(f"<tr><td>{k}</td><td>{sentence}</td></tr>" for k in range(3)) + "</table>")
+    twice = _html("<table>" + "".join(f"<tr><td>{k}</td><td>{sentence}</td></tr>" for k in range(2)) + "</table>")
+    assert hygiene.check_notebook(_notebook(tmp_path / "a", cut)) == [
+        "cell 2: table truncates 1 value(s), e.g. \"RFold's rea...\""]
+    (problem,) = hygiene.check_notebook(_notebook(tmp_path / "b", repeated))
+    assert problem.startswith("cell 2: table repeats one 21-word text in 3 rows")
+    assert hygiene.check_notebook(_notebook(tmp_path / "c", twice)) == []
+
+
+def test_strict_json(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"a": None, "b": "NaN", "c": 1.5}))
+    bad.write_text(json.dumps({"a": math.nan, "b": [1, math.inf]}))
+    assert hygiene.check_json(good) == []
+    assert hygiene.check_json(bad) == ["bad.json: not strict JSON: NaN"]
+
+
+def test_report_figure_outside_a_kernel_saves_and_closes(tmp_path):
+    """Outside a kernel nothing is displayed (no IPython display in a script), the PNG is saved, the figure closed."""
+    import matplotlib.pyplot as plt
+
+    assert not in_kernel() and show_saved(tmp_path / "none.png") is False
+    rep = Report(tmp_path / "09-x", "09-x")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set(xlabel="x", ylabel="y")
+    path = rep.figure(fig, "line", data="hand-made")
+    assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
+    assert fig.number not in plt.get_fignums()
+
+
+def test_report_figure_in_a_kernel_displays_the_saved_png(tmp_path, monkeypatch):
+    """In a kernel the saved PNG itself is displayed once (the bytes the index shows)."""
+    import IPython.display
+    import matplotlib.pyplot as plt
+
+    from dlcluster.report import notebook
+
+    shown = []
+    monkeypatch.setattr(notebook, "in_kernel", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    rep = Report(tmp_path / "09-x", "09-x")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set(xlabel="x", ylabel="y")
+    path = rep.figure(fig, "line", data="hand-made")
+    assert len(shown) == 1 and shown[0].data == path.read_bytes()
+    assert fig.number not in plt.get_fignums()
+
+
+@pytest.mark.notebook
+def test_every_executed_notebook_is_clean(ci_notebook):
+    """Every notebook at CI parameters (the session's one run of each): its figures shown, no warning, no bare
+    value, no code key, no truncated or repeated table text; its results.json strict JSON."""
+    problems = []
+    for nb in NOTEBOOKS:
+        folder = ci_notebook(nb.stem)["folder"]
+        executed = Path(ci_notebook.out_dir) / f"{nb.stem}.ipynb"
+        problems += [f"{nb.stem}: {p}" for p in hygiene.check_notebook(executed)]
+        problems += [f"{nb.stem}: {p}" for p in hygiene.check_json(folder / "results.json")]
+    assert problems == []
+
+
+@pytest.mark.notebook
+def test_the_scorecard_is_strict_json(ci_notebook, tmp_path):
+    """scorecard.json of the CI reports (written into a copy of their results, not beside the shared run) parses
+    with NaN and infinities refused."""
+    from dlcluster.report.reproduction import write_scorecard
+
+    for nb in NOTEBOOKS:
+        folder = ci_notebook(nb.stem)["folder"]
+        (tmp_path / nb.stem).mkdir()
+        (tmp_path / nb.stem / "results.json").write_bytes((folder / "results.json").read_bytes())
+    _, path = write_scorecard(tmp_path)
+    assert hygiene.check_json(path) == []
+    assert json.loads(path.read_text())["rows"]
