@@ -101,6 +101,7 @@ def test_a_labelled_value_passes(tmp_path):
      ["04-failures-rtf:failures.users.p_fail_after_fail_pct"]),
     ("see official.fig2.rfold", ["official.fig2.rfold"]),
     ("results.json and scorecard.json, e.g. 0.5 or numpy 1.26.4; U.S. data; https://x.org/a_b.c", []),
+    ("java.io.FileNotFoundException: libcudart.so.9.0 (a quoted log message)", []),
 ])
 def test_code_keys(text, keys):
     assert hygiene.code_keys(text) == keys
@@ -191,3 +192,15 @@ def test_the_scorecard_is_strict_json(ci_notebook, tmp_path):
     _, path = write_scorecard(tmp_path)
     assert hygiene.check_json(path) == []
     assert json.loads(path.read_text())["rows"]
+
+
+def test_footnoted_moves_a_repeated_sentence_to_one_note():
+    import pandas as pd
+
+    long_a, long_b = "A" * 70 + " sentence", "B" * 70 + " sentence"
+    table = pd.DataFrame({"bucket": ["1", "2", "3", "4"], "detail": [long_a, "KS 0.2", long_a, long_b]})
+    shown, notes = hygiene.footnoted(table, "detail")
+    assert list(shown["detail"]) == ["note a", "KS 0.2", "note a", "note b"]
+    assert notes == f"*Note a.* {long_a}  \n*Note b.* {long_b}"
+    assert list(table["detail"])[0] == long_a   # the caller's table is left as it was
+    assert hygiene.footnoted(table.iloc[[1]], "detail")[1] == ""

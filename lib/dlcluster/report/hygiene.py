@@ -55,6 +55,8 @@ def code_keys(text: str) -> list[str]:
             continue
         if not DOTTED.match(word) or word.lower() in PROSE or NOT_KEYS.search(word):
             continue
+        if any(ch.isupper() for ch in word) or any(part.isdigit() for part in word.split(".")):
+            continue   # a class or library named in a quoted message (java.io.FileNotFoundException, libcudart.so.9.0)
         if "_" in word.strip("_") or word.count(".") >= 2:
             found.append(word)
     return found
@@ -181,3 +183,23 @@ def check_json(path: str | Path) -> list[str]:
     except ValueError as exc:   # JSONDecodeError is a ValueError
         return [f"{Path(path).name}: {exc}"]
     return []
+
+
+def footnoted(table, column: str, longer_than: int = 60):
+    """``table`` with each long text of ``column`` replaced by a note mark ('note a'), and the notes as markdown
+    to display under it: a sentence several rows share is read once, in the caption, not once per row. Short texts
+    stay in the table. Returns ``(table, notes)``; ``notes`` is '' when no text was long."""
+    marks: dict[str, str] = {}
+
+    def mark(text):
+        if not isinstance(text, str) or len(text) <= longer_than:
+            return text
+        if text not in marks:
+            k = len(marks)
+            marks[text] = chr(ord("a") + k) if k < 26 else f"a{k}"
+        return f"note {marks[text]}"
+
+    out = table.copy()
+    out[column] = out[column].map(mark)
+    notes = "  \n".join(f"*Note {m}.* {text}" for text, m in marks.items())
+    return out, notes
