@@ -71,3 +71,7 @@ def test_a_grid_hides_the_slots_past_its_panels_and_has_one_legend_beside_it():
     assert all(ax.get_legend() is None for ax in fig.axes)
     assert figure_problems(fig) == []
     plt.close(fig)
+
+
+def test_a_range_of_a_few_decades_gets_ticks_at_2_and_5_too():
+    assert ratio_ticks(0.045, 3.0)[1] == ["÷20", "÷10", "÷5", "÷2", "same", "×2"]

@@ -204,3 +204,27 @@ def test_footnoted_moves_a_repeated_sentence_to_one_note():
     assert notes == f"*Note a.* {long_a}  \n*Note b.* {long_b}"
     assert list(table["detail"])[0] == long_a   # the caller's table is left as it was
     assert hygiene.footnoted(table.iloc[[1]], "detail")[1] == ""
+
+
+def test_the_html_report_embeds_each_figure_as_an_image(tmp_path):
+    """The report's HTML (runner.render_html, code folded) shows every image output as an <img>, the PNG inline."""
+    from dlcluster.report.runner import render_html
+
+    pngs = [_png(0), _png(200)]
+    path = _notebook(tmp_path, *[_image(p) for p in pngs])
+    html_text = render_html(path).read_text()
+    assert html_text.count("<img") == 2
+    assert all(base64.b64encode(p).decode() in html_text for p in pngs)
+
+
+def test_labelled_names_units_and_formats_values():
+    import numpy as np
+
+    table = hygiene.labelled({"users": 159.0, "p_fail_after_fail_pct": 78.592927, "difference_pct_points": 60.06,
+                              "p_value_within_user": 0.004975, "typical_error_pp": 0.25, "pairs": np.int64(5751),
+                              "median_s": float("nan"), "verdict": "reproduced"})
+    assert table["value"].to_dict() == {"users": "159", "p fail after fail (%)": "78.59",
+                                        "difference (percentage points)": "60.06", "p-value within user": "0.004975",
+                                        "typical error (points)": "0.25", "pairs": "5,751", "median (s)": "-",
+                                        "verdict": "reproduced"}
+    assert table.index.name == "quantity"

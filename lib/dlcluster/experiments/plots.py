@@ -191,19 +191,23 @@ def ratio_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     in percent ('-10%', '0', '+25%'), a wide one as ratios ('÷10', 'same', '×10'), since '-99%' and '+9900%' hide that
     the two are the same factor."""
     span = hi / lo
-    if span < 1.8:
-        candidates = (0.8, 0.9, 1.0, 1.1, 1.25)
-    elif span < 6:
-        candidates = (0.5, 0.7, 1.0, 1.5, 2.0)
-    elif span < 40:
-        candidates = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+    if span < 6:
+        candidates = (0.8, 0.9, 1.0, 1.1, 1.25) if span < 1.8 else (0.5, 0.7, 1.0, 1.5, 2.0)
+        ticks = [t for t in candidates if lo <= t <= hi]
+        return ticks, [f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks]
+    # factors 2, 5, 10, 20, ... (or 10, 100, ... where those are too many) each way from 'same', at most seven ticks
+    ticks: list[float] = []
+    for multiples in ((1, 2, 5), (1,)):
+        factors = [m * 10.0 ** d for d in range(0, 16) for m in multiples if m * 10.0 ** d > 1]
+        ticks = sorted([1.0] * int(lo <= 1 <= hi) + [f for f in factors if f <= hi]
+                       + [1 / f for f in factors if 1 / f >= lo])
+        if len(ticks) <= 7:
+            break
     else:
         decades = range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)   # those inside the range
-        every = max(1, int(np.ceil(len(decades) / 7)))   # at most about seven labels
-        candidates = tuple(10.0 ** d for d in decades if d % every == 0)
-    ticks = [t for t in candidates if lo <= t <= hi]
-    if span < 6:
-        return ticks, [f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks]
+        every = max(1, int(np.ceil(len(decades) / 7)))
+        ticks = [10.0 ** d for d in decades if d % every == 0]
+
     def factor(v: float) -> str:
         return f"{round(v):,}" if abs(v - round(v)) < 1e-6 * v else f"{v:g}"
 

@@ -203,3 +203,39 @@ def footnoted(table, column: str, longer_than: int = 60):
     out[column] = out[column].map(mark)
     notes = "  \n".join(f"*Note {m}.* {text}" for text, m in marks.items())
     return out, notes
+
+
+#: Key endings that name a unit, and how a reader reads them.
+UNIT_SUFFIXES = (("_pct_points", " (percentage points)"), ("_pp", " (points)"), ("_pct", " (%)"),
+                 ("_share", " (share)"), ("_min", " (min)"), ("_s", " (s)"), ("_h", " (h)"), ("_log", " (log scale)"))
+
+
+def reader_name(key: str) -> str:
+    """A result's name as a reader reads it: words, not snake case, its unit from its ending
+    ('p_fail_after_fail_pct' -> 'p fail after fail (%)', 'typical_error_pp' -> 'typical error (points)')."""
+    unit = ""
+    for suffix, words in UNIT_SUFFIXES:
+        if key.endswith(suffix):
+            key, unit = key[: -len(suffix)], words
+            break
+    return key.replace("p_value", "p-value").replace("_", " ").strip() + unit
+
+
+def reader_value(value) -> str:
+    """A value as a reader reads it: counts with thousands separators, other numbers to four significant digits,
+    a missing one as '-'."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        return str(value)
+    number = float(value)
+    return f"{number:,.0f}" if number.is_integer() and abs(number) < 1e15 else f"{number:,.4g}"
+
+
+def labelled(values: dict, column: str = "value"):
+    """A mapping of results as a table a reader reads: each key named in words with its unit, each value formatted
+    (:func:`reader_name`, :func:`reader_value`)."""
+    import pandas as pd
+
+    return pd.DataFrame({column: [reader_value(v) for v in values.values()]},
+                        index=pd.Index([reader_name(k) for k in values], name="quantity"))
