@@ -228,3 +228,12 @@ def test_labelled_names_units_and_formats_values():
                                         "typical error (points)": "0.25", "pairs": "5,751", "median (s)": "-",
                                         "verdict": "reproduced"}
     assert table.index.name == "quantity"
+
+
+def test_strict_writes_nulls_for_what_json_cannot_hold():
+    import numpy as np
+    import pandas as pd
+
+    doc = {"a": [1.5, math.nan, np.float64("inf")], "b": {"c": np.float32("nan"), "d": pd.NA, "e": "NaN"}, "f": 2}
+    text = json.dumps(hygiene.strict(doc), allow_nan=False)
+    assert json.loads(text) == {"a": [1.5, None, None], "b": {"c": None, "d": None, "e": "NaN"}, "f": 2}

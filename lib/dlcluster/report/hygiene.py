@@ -239,3 +239,22 @@ def labelled(values: dict, column: str = "value"):
 
     return pd.DataFrame({column: [reader_value(v) for v in values.values()]},
                         index=pd.Index([reader_name(k) for k in values], name="quantity"))
+
+
+def strict(value):
+    """``value`` (nested dicts, lists, scalars) with every non-finite float (NaN, ±inf, numpy's too) and pandas' missing
+    markers as None, so that ``json.dumps(..., allow_nan=False)`` writes strict JSON: ``null`` (nothing measured)."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value

@@ -350,7 +350,10 @@ def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
     doc = {"counts": counts(card), "min_jobs": vd.MIN_JOBS, "rows": card.to_dict(orient="records"),
            "official": {"reference": OFFICIAL_REFERENCE, "counts": counts(official),
                         "rows": official.to_dict(orient="records")}}
-    path = atomic_write_text(Path(reports_dir) / "scorecard.json", json.dumps(doc, indent=2, default=str))
+    from .hygiene import strict   # NaN (nothing measured) as null: strict JSON parsers read the file
+
+    path = atomic_write_text(Path(reports_dir) / "scorecard.json",
+                             json.dumps(strict(doc), indent=2, default=str, allow_nan=False))
     return card, path
 
 
