@@ -13,7 +13,8 @@ names something that reads as a leftover of the code instead:
   job);
 * a JSON file a strict parser rejects (``NaN``, ``Infinity``): :func:`check_json`.
 
-Each check returns sentences (``"cell 18: stderr: ..."``); an empty list is a clean notebook.
+Each check returns sentences (``"cell 18: stderr: ..."``, cells of the source notebook counted from 1, markdown
+cells included, papermill's parameters cell not); an empty list is a clean notebook.
 """
 
 from __future__ import annotations
