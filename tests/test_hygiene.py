@@ -237,3 +237,25 @@ def test_strict_writes_nulls_for_what_json_cannot_hold():
     doc = {"a": [1.5, math.nan, np.float64("inf")], "b": {"c": np.float32("nan"), "d": pd.NA, "e": "NaN"}, "f": 2}
     text = json.dumps(hygiene.strict(doc), allow_nan=False)
     assert json.loads(text) == {"a": [1.5, None, None], "b": {"c": None, "d": None, "e": "NaN"}, "f": 2}
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (3, 40), (2500, 1800)])
+def test_ks_distance_is_scipys_statistic_without_a_warning(n, m):
+    """The replay's KS distance (validation.measures.ks_distance) is scipy's two-sample statistic, computed without the
+    p-value whose exact method warns on large samples (notebook 01's calibration) and asymptotic one on tiny ones."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats
+
+    from dlcluster.validation.measures import ks_distance
+
+    rng = np.random.default_rng(n)
+    a, b = rng.lognormal(size=n).round(1), 1.1 * rng.lognormal(size=m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = ks_distance(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # scipy's exact method snaps the statistic to a multiple of 1 / lcm(n, m): equal to the last bits
+        assert ours == pytest.approx(stats.ks_2samp(a, b).statistic, rel=1e-12, abs=1e-15)
