@@ -117,3 +117,24 @@ def test_trace_overview_counts_each_job_set_in_its_own_row(ci_notebook):
     paper = [r for r in rows if r["key"] == "scope.jobs_in_paper"]
     # no job set here is the paper's selection: the row says so instead of a count
     assert len(paper) == 1 and paper[0]["ours"].startswith("no job set here is that selection")
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_ends_in_a_report_call_whose_value_would_print_bare(nb):
+    """A cell whose last line is ``rep.add(...)``, ``rep.figure(...)`` or ``rep.write()`` prints the value it returns
+    (``15``, ``PosixPath('...')``) without a label: the reader meets a bare repr (tests/test_hygiene.py checks the
+    executed outputs; this catches it without running the notebook)."""
+    import ast
+
+    doc = json.loads(nb.read_text())
+    bare = []
+    for number, cell in enumerate(doc["cells"], start=1):
+        if cell["cell_type"] != "code":
+            continue
+        body = ast.parse("".join(cell["source"])).body
+        last = body[-1] if body else None
+        if (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                and isinstance(last.value.func, ast.Attribute) and isinstance(last.value.func.value, ast.Name)
+                and last.value.func.value.id == "rep" and last.value.func.attr in ("add", "figure", "write")):
+            bare.append(f"cell {number}: rep.{last.value.func.attr}(...)")
+    assert bare == [], f"{nb.name}: {bare}"

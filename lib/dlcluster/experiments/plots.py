@@ -133,11 +133,11 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
     """Each arm's paired change against ``baseline`` (rows of :func:`.common.paired_change` with ``relative``): one
     panel per value of ``panel_col``, the arms down the y axis, one marker and colour per category (``bucket``) side
     by side, the 95% interval as a bar; x on a log scale of after / before, labelled as a change (a reduction
-    stays above -100%)."""
+    stays above -100%), ticks by :func:`ratio_ticks`; one legend beside the panels."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullFormatter
 
-    from ..report.plotting import place_legend
+    from ..report.plotting import legend_points
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 0.55 * len(arms) * max(len(categories), 2)
                                                        / 2 + 1.8), squeeze=False, sharey=True)
@@ -162,20 +162,53 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
         if ratios:
             lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
             ax.set_xlim(lo, hi)
-            # ticks at round changes, sparser the wider the range, so that their labels do not collide
-            span = hi / lo
-            candidates = ((0.8, 0.9, 1.0, 1.1, 1.25) if span < 1.8 else (0.5, 0.7, 1.0, 1.5, 2.0) if span < 6
-                          else (0.1, 0.3, 1.0, 3.0, 10.0) if span < 40 else (0.001, 0.01, 0.1, 1.0, 10.0, 100.0))
-            ticks = [t for t in candidates if lo <= t <= hi]
+            ticks, labels = ratio_ticks(lo, hi)
             ax.xaxis.set_major_locator(FixedLocator(ticks))
             ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xticklabels([f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks])
+            ax.set_xticklabels(labels)
         ax.set_yticks(range(len(arms)), wrap_labels(arms, 22))
         ax.invert_yaxis()
         ax.set_xlabel(xlabel if "log scale" in xlabel else f"{xlabel} (log scale)")
         ax.set_title(str(panel), fontsize=9)
         ax.grid(alpha=0.3, axis="x")
-    place_legend(axes[0][-1], fontsize=8, title="GPUs per job")
     fig.suptitle(f"{title} · change against {baseline}, paired, with its 95% interval", fontsize=10)
     fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:   # one legend for every panel, beside them: never over a panel's points
+        more = ax.get_legend_handles_labels()
+        for handle, label in zip(*more, strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=legend_points(8),
+                   title="GPUs per job", title_fontsize=legend_points(8), frameon=False)
     return fig
+
+
+def ratio_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log axis of after / before from ``lo`` to ``hi``, labelled so they read: a narrow range as changes
+    in percent ('-10%', '0', '+25%'), a wide one as ratios ('÷10', 'same', '×10'), since '-99%' and '+9900%' hide that
+    the two are the same factor."""
+    span = hi / lo
+    if span < 6:
+        candidates = (0.8, 0.9, 1.0, 1.1, 1.25) if span < 1.8 else (0.5, 0.7, 1.0, 1.5, 2.0)
+        ticks = [t for t in candidates if lo <= t <= hi]
+        return ticks, [f"{100 * (t - 1):+.0f}%" if t != 1 else "0" for t in ticks]
+    # factors 2, 5, 10, 20, ... (or 10, 100, ... where those are too many) each way from 'same', at most seven ticks
+    ticks: list[float] = []
+    for multiples in ((1, 2, 5), (1,)):
+        factors = [m * 10.0 ** d for d in range(0, 16) for m in multiples if m * 10.0 ** d > 1]
+        ticks = sorted([1.0] * int(lo <= 1 <= hi) + [f for f in factors if f <= hi]
+                       + [1 / f for f in factors if 1 / f >= lo])
+        if len(ticks) <= 7:
+            break
+    else:
+        decades = range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)   # those inside the range
+        every = max(1, int(np.ceil(len(decades) / 7)))
+        ticks = [10.0 ** d for d in decades if d % every == 0]
+
+    def factor(v: float) -> str:
+        return f"{round(v):,}" if abs(v - round(v)) < 1e-6 * v else f"{v:g}"
+
+    return ticks, ["same" if t == 1 else f"×{factor(t)}" if t > 1 else f"÷{factor(1 / t)}" for t in ticks]

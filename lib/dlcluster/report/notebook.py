@@ -98,6 +98,28 @@ def caption_lines(text: str, width_in: float, points: float = CAPTION_POINTS) ->
     return textwrap.fill(text, width=max(20, int(width_in * 72 / (0.6 * points))), break_long_words=True)
 
 
+def in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (a notebook, papermill's run), where a figure can be displayed."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def show_saved(path: Path) -> bool:
+    """Display a saved PNG as the cell's image output, inside a kernel only: the reader sees the figure where the
+    notebook discusses it (JupyterLab, the HTML report), exactly as the index shows it, while the backend stays
+    non-interactive (Agg). Whether it was displayed."""
+    if not in_kernel():
+        return False
+    from IPython.display import Image, display
+
+    display(Image(filename=str(path)))
+    return True
+
+
 class Report:
     """Collects a notebook's figures and key numbers."""
 
@@ -136,7 +158,8 @@ class Report:
 
         What a machine can check of the figure rules (:func:`dlcluster.report.plotting.figure_problems`: legends
         over data, legend entries without a curve, axes without a name, log axes without a unit) is recorded with
-        the figure in results.json (``problems``); the tests run every notebook and fail on any.
+        the figure in results.json (``problems``); the tests run every notebook and fail on any. Inside a kernel the
+        saved PNG is displayed as the cell's output (:func:`show_saved`), and the figure is closed either way.
         """
         from .plotting import figure_problems
 
@@ -158,6 +181,10 @@ class Report:
             raise
         self.figures.append({"name": name, "path": str(path.relative_to(self.output_dir)), "data": data,
                              "problems": problems})
+        show_saved(path)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)   # shown once: a backend that shows open figures at the cell's end has none left to show
         return path
 
     def write(self) -> Path:

@@ -50,7 +50,7 @@ DURATION_TICKS = [(1, "1 s"), (2, "2 s"), (5, "5 s"), (10, "10 s"), (20, "20 s")
                   (2592000, "30 d"), (6048000, "10 w"), (31536000, "1 y")]
 #: The unit words a log axis's label or tick labels may name.
 UNIT = re.compile(r"(\b(s|min|h|d|w|y|seconds?|minutes?|hours?|days?|weeks?|GPUs?|servers?|jobs?|images/s|"
-                  r"points?|x|times|relative|ratio|share|fraction|factor)\b|%|×|/)", re.IGNORECASE)
+                  r"points?|x|times|relative|ratio|share|fraction|factor)\b|%|×|÷|/)", re.IGNORECASE)
 
 
 #: Tick labels that carry a time unit ('1s', '10m', '1 h', '2d').
@@ -58,12 +58,22 @@ TICK_UNIT = re.compile(r"\d\s*(s|m|min|h|d|w|y)\b")
 
 
 def setup_style() -> None:
+    """The study's look, on the non-interactive Agg backend everywhere (a headless run needs no display). Inside a
+    notebook the figures still show: :meth:`dlcluster.report.Report.figure` displays each saved PNG in its cell.
+    Tables show their texts whole."""
+    import warnings
+
     import matplotlib
 
+    # tqdm.auto (imported by optuna, which the calibration uses) warns in a kernel without ipywidgets that it cannot
+    # draw widget bars: the notebooks draw no progress bar, and a reader should not meet the note
+    warnings.filterwarnings("ignore", message="IProgress not found")
     matplotlib.use("Agg", force=False)
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
+    # a table shows its values whole: pandas cuts a text at 50 characters ("RFold's rea...") by default
+    pd.set_option("display.max_colwidth", None)
 
 
 def ecdf(values) -> tuple[np.ndarray, np.ndarray]:

@@ -419,20 +419,11 @@ def write_scorecard(reports_dir: str | Path) -> tuple[pd.DataFrame, Path]:
            "rows": card.to_dict(orient="records"),
            "official": {"reference": OFFICIAL_REFERENCE, "counts": counts(official),
                         "rows": official.to_dict(orient="records")}}
-    text = json.dumps(_strict(doc), indent=2, default=str, allow_nan=False)
-    path = atomic_write_text(Path(reports_dir) / "scorecard.json", text)
+    from .hygiene import strict   # NaN (nothing measured) as null: strict JSON parsers read the file
+
+    path = atomic_write_text(Path(reports_dir) / "scorecard.json",
+                             json.dumps(strict(doc), indent=2, default=str, allow_nan=False))
     return card, path
-
-
-def _strict(value):
-    """``value`` with every NaN or infinite float as None (null), so that strict JSON parsers read the file."""
-    if isinstance(value, dict):
-        return {key: _strict(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def results_violations(reports_dir: str | Path) -> list[str]:

@@ -42,8 +42,8 @@ SOURCES = {
         "description": ("5,910 complete real job records with placement and per-minute GPU/CPU/memory samples "
                         "around the start (weifanjiang/DRE 8168f186)"),
         "answers": ("the last attempt's start, run time and placement, status (Pass/Failed), users, utilization "
-                    "just after that start; the first-attempt wait with RFold's duration "
-                    "(validation.workload.dre_first_waits)"),
+                    "just after that start; the first-attempt wait with RFold's duration (first start = the "
+                    "record's end - the same job's RFold duration)"),
         "lacks": ("killed jobs, single-GPU jobs (selected by its authors), every attempt but the last (each record "
                   "keeps only its job's last attempt), utilization beyond 3 minutes"),
         "label": "real (DRE complete job records)",

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..ordering import counts_desc
 from .replay import Replay, compare_delays
@@ -81,7 +80,14 @@ def ks_distance(a, b) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) == 0 or len(b) == 0:
         return float("nan")
-    return float(stats.ks_2samp(a, b).statistic)
+    if np.isnan(a).any() or np.isnan(b).any():
+        return float("nan")
+    # the statistic alone, as scipy's ks_2samp computes it, without the p-value it would also compute (its exact
+    # method warns when it does not converge on large samples, its asymptotic one divides by zero on tiny ones)
+    a, b = np.sort(a, kind="stable"), np.sort(b, kind="stable")
+    both = np.concatenate([a, b])
+    gaps = np.searchsorted(a, both, side="right") / len(a) - np.searchsorted(b, both, side="right") / len(b)
+    return float(np.max(np.abs(gaps)))
 
 
 def paired_delays(rep: Replay, real_waits: pd.DataFrame, column: str = "first_wait_s") -> pd.DataFrame:

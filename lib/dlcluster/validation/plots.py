@@ -112,3 +112,33 @@ def plot_latency_fit(real_waits: pd.DataFrame, spans: dict, mixture: tuple, axes
         seconds_axis(ax, label="first-attempt wait")
         ax.set_title(f"{bucket} GPUs", fontsize=9)
     np.ravel(axes)[0].set_ylabel("CDF of jobs")
+
+
+def grid_of(panels: int, columns: int, panel_in: tuple[float, float] = (4.2, 3.4), **kwargs):
+    """A figure of ``panels`` panels in rows of ``columns``, the slots past the last panel hidden (no empty panel);
+    returns ``(fig, axes)`` with ``axes`` the ``panels`` visible ones, in reading order."""
+    import matplotlib.pyplot as plt
+
+    rows = max(1, -(-panels // columns))
+    columns = min(columns, max(panels, 1))
+    fig, grid = plt.subplots(rows, columns, figsize=(panel_in[0] * columns, panel_in[1] * rows), squeeze=False,
+                             **kwargs)
+    slots = list(grid.ravel())
+    for ax in slots[panels:]:
+        ax.set_visible(False)
+    return fig, slots[:panels]
+
+
+def size_style_legend(fig, colors: dict, reference: str, ours: str, reference_style: dict, ours_style: dict):
+    """One legend for a grid of CDF panels, beside it (never over a curve): a colour per job size, and what the two
+    line styles are (the reference's, e.g. the full trace's thick faint lines, and ours)."""
+    from matplotlib.lines import Line2D
+
+    from ..report.plotting import legend_points
+
+    handles = [Line2D([], [], color=color, lw=2) for color in colors.values()]
+    labels = [f"{bucket} GPU" for bucket in colors]
+    handles += [Line2D([], [], color="0.3", **reference_style), Line2D([], [], color="0.3", **ours_style)]
+    labels += [reference, ours]
+    return fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
+                      fontsize=legend_points(9))
