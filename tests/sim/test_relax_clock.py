@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from sim_helpers import check_invariants, job, make_workload
 
+from dlcluster.analysis.table2 import fragmentation_endings
 from dlcluster.sim import PhillyPolicy, simulate, topology_from_spec
 
 ONE_RACK_OF_THREE = topology_from_spec(1, 3, 4)
@@ -111,7 +112,8 @@ def test_the_clock_is_checked_and_named():
 def test_the_per_size_table_says_how_the_stretches_ended():
     # the midway scenario under the headroom clock: G (2-4 GPUs) has 10 s ended by the GPUs going and 20 s by the
     # timeout; no other job waited for locality (B1, B2, B3 are 2-4-GPU jobs too)
-    endings = run(HEADROOM_LOST_MIDWAY, MIDWAY_VCS, "headroom").locality_endings()
+    jobs = run(HEADROOM_LOST_MIDWAY, MIDWAY_VCS, "headroom").jobs
+    endings = fragmentation_endings(jobs[jobs["status"] != "Rejected"])
     row = endings.loc["2-4"]
     assert (row["rows"], row["fragmented"], row["relaxed_jobs"], row["contended_jobs"], row["placed_jobs"]) == \
         (4, 1, 1, 1, 0)

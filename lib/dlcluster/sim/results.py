@@ -73,14 +73,6 @@ class SimResult:
         table["paper_fragmentation_share"] = by_bucket / waited
         return table.reindex(list(SIZE_BUCKETS)).rename_axis("size")
 
-    def locality_endings(self) -> pd.DataFrame:
-        """Per size bucket, Table 2's fragmentation (time with headroom and no local placement) by how its stretches
-        ended: at the relax timeout, by a placement freeing up, or with the GPUs gone (the quota or the free GPUs
-        lost); totals in hours, shares and jobs per ending (:func:`dlcluster.analysis.table2.fragmentation_endings`)."""
-        from ..analysis.table2 import fragmentation_endings
-
-        return fragmentation_endings(self.jobs[self.jobs["status"] != "Rejected"])
-
     def placements(self) -> pd.DataFrame:
         """One row per GPU of each attempt: jobid, attempt, machine, gpu (like the trace's placements)."""
         names = self.topology.server_names
