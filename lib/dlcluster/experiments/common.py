@@ -19,6 +19,7 @@ from ..sim import (
     topology_from_machines,
     workload_from_trace,
 )
+from ..sim.slowdown import REAL_FROM_RECORD, REAL_FROM_SHARES
 from ..trace.schema import BUCKET_KEYS as SIZE_BUCKET_KEYS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 from .intervals import (
@@ -72,6 +73,9 @@ class Inputs:
     #: the block design: when each block begins (UTC), and its length in days
     block_starts: tuple = ()
     block_days: float | None = None
+    #: the calibrated replay's slowdown: the share of the measured jobs whose real placement is their own DRE
+    #: record's, and the share that take DRE's per-size shares of the fit span instead (expected; labelled)
+    real_placement: dict = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=2)
@@ -195,9 +199,19 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
              f"measured on the {int((block >= 0).sum()):,} jobs submitted "
              f"{begin:%Y-%m-%d %H:%M}..{stop:%Y-%m-%d %H:%M} "
              f"UTC in {n_blocks} blocks of {spec.block_days:g} days")
+    slowdown = setup.options.get("slowdown")
+    real_placement = {}
+    if slowdown is not None:
+        # each job charged only the slowdown of its simulated placement relative to its real one
+        sources = pd.Series(np.asarray(slowdown.real_source, dtype=object)[block >= 0]).value_counts(normalize=True)
+        real_placement = {s: float(sources.get(s, 0.0)) for s in (REAL_FROM_RECORD, REAL_FROM_SHARES)}
+        label += (f"; each job runs at the speed of its simulated placement relative to its real one (its DRE "
+                  f"record's for {real_placement[REAL_FROM_RECORD]:.0%} of them, else expected from DRE's per-size "
+                  "shares of the fit span)")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
                   occupancy_window=(begin, stop), data_label=label,
-                  options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
+                  # lending, placement, planned retries, the replay's slowdown (relative to the real placements)
+                  options=dict(setup.options), real_placement=real_placement,
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
                           "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s},
                   measured=block >= 0, anchor_s=begin_s + float(np.median(setup.latency_s)),
@@ -282,9 +296,10 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     frag_delay_mean (waiting with quota left but no placement meeting locality, back-off included, as the paper
     counts it),
     fair_share_delay_mean, gpu_hours (held), useful_share (GPU time of finished
-    work at ideal speed / GPU time held), speed_mean (work / run time of jobs
+    work at ideal speed / GPU time held), speed_mean (work at ideal speed / run time of jobs
     that finished with one run: slowdown from spread and colocation, migration
-    pauses included), spread_share (first full attempt on > 1 server),
+    pauses included; on a replay of real durations the work at ideal speed is the real duration times the
+    speed of the job's real placement, ``extras["real_speed"]``), spread_share (first full attempt on > 1 server),
     failed_jobs, wasted_gpu_hours (failed attempts), prerun_gpu_hours, prerun_caught_jobs (a failure struck during
     the 1-GPU pre-run),
     quality_lost_mean (early stop). Cluster columns, the same on every row:
@@ -308,7 +323,9 @@ def job_measures(result, workload: Workload, extras: dict | None = None) -> pd.D
     prerun_s = gpu_s.where(att["prerun"], 0.0).groupby(att["jobid"]).sum()
     had_prerun = att.loc[att["prerun"], "jobid"].unique()
     caught_in_prerun = att.loc[att["prerun"] & (att["outcome"] == "failed"), "jobid"].unique()
-    work = workload.service_s.astype(float)
+    # the work at ideal speed: a replay of real durations charged relative to each job's real placement
+    # (extras["real_speed"], :class:`dlcluster.sim.slowdown.ReplaySlowdown`) holds it at that placement's speed
+    work = workload.service_s.astype(float) * np.asarray(extras.get("real_speed", 1.0), dtype=float)
     if workload.converge_frac is not None:
         work = work * np.where(jobs["early_stopped"].to_numpy(), workload.converge_frac, 1.0)
     passed = (jobs["status"] == "Pass").to_numpy()

@@ -119,7 +119,9 @@ class Simulator:
     GPUs beyond their quota, up to ``max_capacity`` (``{vc: GPUs}``; a VC not
     in it, or None: the whole cluster). ``reclaim``: a :class:`~.sharing.Reclaim`
     (VCs below their quota preempt borrowers), or None. ``slowdown``: "default", None
-    (ideal speed) or a callable ``(gpus_per_server, num_racks, colocated_jobs)``.
+    (ideal speed) or a callable ``(gpus_per_server, num_racks, colocated_jobs)``; a
+    :class:`~.slowdown.ReplaySlowdown` charges each job relative to its real placement (a speed above 1 where the
+    replay places it better than Philly did).
     ``failures``: a :class:`FailureModel` (None: no failures beyond those in
     the trace's run times). ``retry``: a :class:`RetryPolicy` or preset name.
     ``early_stop``: end jobs when their loss converged (``converge_frac``).
@@ -173,6 +175,11 @@ class Simulator:
         self._colocation = getattr(slowdown, "colocation", "count")
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
+        # a replay of real durations (slowdown.ReplaySlowdown): each job's speed relative to its real placement's
+        real_speed = getattr(slowdown, "real_speed", None)
+        if real_speed is not None and len(real_speed) != len(workload):
+            raise ValueError(f"slowdown: {len(real_speed)} real speeds for {len(workload)} jobs")
+        self._real_speed = None if real_speed is None else [float(v) for v in real_speed]
         if not self.policy.backfill and quotas is not None and lending:
             raise ValueError(f"{self.policy!r} has no backfill (head-of-line blocking per VC): it needs "
                              "lending=False (or quotas=None), so that each VC's queue is decided on its own GPUs")
@@ -587,7 +594,7 @@ class Simulator:
             if not 0 < speed <= 1:
                 raise ValueError(f"slowdown model returned speed {speed!r} for {key}; must be in (0, 1]")
             self._speed_cache[key] = speed
-        return speed
+        return speed if self._real_speed is None else speed / self._real_speed[job.idx]
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
         """Jobs sharing a server with ``job`` (which just came or went) may change speed."""

@@ -93,6 +93,12 @@ class ReplayParams:
     # rows (vc, size bucket, pool, share) of multi-GPU jobs per GPU type, read off DRE's placements on the fit span
     # (sim/pools.py pool_shares; calibration.start_params)
     pool_shares: tuple = ()
+    # issue 47, one cluster: the slowdown model in the replay (sim/slowdown.py ReplaySlowdown), each job charged
+    # speed(simulated placement) / speed(real placement) on top of its real duration (replay_slowdown)
+    slowdown: bool = False
+    # rows (size bucket, DRE records, share on one server) of the fit span's DRE records (real_placement_shares): the
+    # real placement of a job without a DRE record, in expectation (calibration.start_params)
+    real_placement_shares: tuple = ()
 
     def ingredients(self) -> str:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
@@ -117,6 +123,9 @@ class ReplayParams:
         if self.gpu_pools:
             parts.append("GPU-type pools (multi-GPU jobs by their VC's DRE placements; 1-GPU jobs balancing the "
                          "pools' load, assumed)")
+        if self.slowdown:
+            parts.append("placement slowdown relative to each job's real placement (its DRE record's, else "
+                         "expected from the fit span's DRE shares)")
         return ", ".join(parts) or "none"
 
     def label(self) -> str:
@@ -156,7 +165,8 @@ class ReplayParams:
         timeout where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where nothing waits for
         it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor where caps come
         from demand (``cap_quantile``); every policy option under a policy other than Philly's; the lending limit where
-        nothing is lent (no quotas, or lending off); the pools' shares without pools.
+        nothing is lent (no quotas, or lending off); the pools' shares without pools; the real placement shares without
+        the slowdown.
         """
         default = ReplayParams()
         inert = {}
@@ -174,6 +184,8 @@ class ReplayParams:
             inert["lending_share"] = default.lending_share
         if not self.gpu_pools:
             inert["pool_shares"] = default.pool_shares
+        if not self.slowdown:
+            inert["real_placement_shares"] = default.real_placement_shares
         return replace(self, **inert)
 
     @classmethod
@@ -182,7 +194,8 @@ class ReplayParams:
         mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
         return cls(**{**fields, "latency_mixture": mixture, "demand_span": tuple(fields.get("demand_span", ())),
                       "attempt_split": tuple(fields.get("attempt_split", ())),
-                      "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ()))})
+                      "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ())),
+                      "real_placement_shares": tuple(tuple(row) for row in fields.get("real_placement_shares", ()))})
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -220,7 +233,8 @@ class ReplaySetup:
 
 def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                  params: ReplayParams = ReplayParams(), quota_workload=None, seed: int = 0) -> ReplaySetup:
-    """The simulation of ``replay`` under ``params`` (ideal speed: no slowdown model; see :func:`run_replay`).
+    """The simulation of ``replay`` under ``params`` (with ``params.slowdown``, the replay's slowdown,
+    :func:`replay_slowdown`; else ideal speed, the real durations as they are; see :func:`run_replay`).
 
     ``quota_workload``: the workload whose demand shares out the quotas of the
     VCs without a public node count and sets the caps from demand, and whose
@@ -250,7 +264,8 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     options = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)),
                               quota_workload)
     # sampled every minute, as the occupancy record (and the per-minute export) are
-    options.update(placement=placement_option(params), slowdown=None, sample_interval_s=60.0)
+    options.update(placement=placement_option(params), slowdown=replay_slowdown(params, replay) if params.slowdown
+                   else None, sample_interval_s=60.0)
     if params.heartbeat_s is not None:
         options["heartbeat"] = Heartbeat(float(params.heartbeat_s))
     if params.gang_hold:
@@ -267,6 +282,39 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     if params.gpu_pools:
         options["gpu_pools"] = job_pools(params, topology, quota_workload, workload.jobid, seed)
     return ReplaySetup(workload, topology, quotas, policy, options, latency)
+
+
+def real_placement_shares(waits: pd.DataFrame) -> tuple:
+    """Rows (size bucket, DRE records, share on one server) of the multi-GPU DRE records in ``waits``
+    (:func:`.workload.dre_first_waits`'s table, with ``num_servers``: pass the fit span's only, so that the held-out
+    placements stay unseen by the fit), for :attr:`ReplayParams.real_placement_shares`."""
+    rows = []
+    for bucket in ("2-4", "5-8", ">8"):
+        part = waits[waits["bucket"] == bucket]
+        if len(part):
+            rows.append((bucket, int(len(part)), round(float((part["num_servers"] == 1).mean()), 6)))
+    return tuple(rows)
+
+
+def replay_slowdown(params: ReplayParams, replay: ReplayWorkload, model=None):
+    """The replay's slowdown (:class:`dlcluster.sim.slowdown.ReplaySlowdown`): ``model`` (default: the default
+    slowdown model, fitted to real step times) relative to each job's real placement.
+
+    The real placement is the job's own DRE record's (the servers it spanned) where it has one: the job's own real
+    duration holds that placement's speed, so it is read for every job replayed, held-out span included (it sets only
+    that job's speed; the fit never sees a held-out record, as the fit span's replay stops at its end). Elsewhere it
+    is the expected speed under ``params.real_placement_shares``, DRE's per-size shares read on the fit span only;
+    :meth:`~dlcluster.sim.slowdown.ReplaySlowdown.shares` says how many jobs took which.
+    """
+    from ..sim.slowdown import ReplaySlowdown, default_slowdown_model, real_placement_speeds
+
+    model = default_slowdown_model() if model is None else model
+    if not params.real_placement_shares:
+        raise ValueError("slowdown: real_placement_shares is empty; it holds DRE's per-size placement shares of the "
+                         "fit span (real_placement_shares, set by calibration.start_params)")
+    shares = {str(row[0]): float(row[2]) for row in params.real_placement_shares}
+    speed, source = real_placement_speeds(model, replay.workload.num_gpus, replay.servers_spanned(), shares)
+    return ReplaySlowdown(model, speed, source)
 
 
 def job_pools(params: ReplayParams, topology, quota_workload, jobids, seed: int = 0) -> np.ndarray:
@@ -326,10 +374,12 @@ def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, 
 
 def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                params: ReplayParams = ReplayParams(), seed: int = 0, quota_workload=None) -> Replay:
-    """Simulate the workload on the reconstructed machines with ``params`` (ideal speed: no slowdown model).
+    """Simulate the workload on the reconstructed machines with ``params``.
 
     The service times are the real jobs' durations, which already contain
-    whatever slowdown their placement caused, so no slowdown model is applied.
+    whatever slowdown their placement caused: with ``params.slowdown`` a job is
+    charged only the difference between its simulated and its real placement
+    (:func:`replay_slowdown`), else none (ideal speed).
     Each job enters the queue :func:`scheduler_latency` after its submit (the
     time Philly's scheduler and launcher take before a job can be placed, an
     unknown); the job's wait is still counted from its real submit time.
