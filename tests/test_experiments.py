@@ -83,6 +83,25 @@ def test_measure_known_answer():
     assert dated.loc["all", "busy_server_share_dates"] == pytest.approx((100 * 0.5 + 50 * 1.0) / 200)
 
 
+def test_measure_on_a_replay_of_real_durations_counts_the_work_at_ideal_speed():
+    # b (8 GPUs) spans both servers as its DRE record did (real speed 0.5): it runs its real 50 s, which hold 25 s of
+    # work at ideal speed; a (1 GPU) has no record and runs on one server, as every 1-GPU job
+    from dlcluster.sim import SlowdownModel
+    from dlcluster.sim.slowdown import REAL_FROM_RECORD, ReplaySlowdown, real_placement_speeds
+
+    topo = topology_from_spec(1, 2, 4)
+    w = make_workload([("a", 0, 1, 100), ("b", 0, 8, 50)])
+    model = SlowdownModel(0.5, 0.5)
+    speed, source = real_placement_speeds(model, w.num_gpus, [0, 2], {})
+    result = simulate(w, topo, "philly", quotas={"vc": 8}, slowdown=ReplaySlowdown(model, speed, source))
+    assert list(result.jobs["jct_s"]) == [100.0, 150.0]   # b waits for a's GPU, then runs 50 s
+    extras = {"real_speed": speed, "real_from_record": source == REAL_FROM_RECORD}
+    m = E.measure(result, w, extras).set_index("bucket")
+    assert m.loc["5-8", "speed_mean"] == 0.5 and m.loc["1", "speed_mean"] == 1.0
+    assert m.loc["all", "useful_share"] == pytest.approx((100 + 8 * 25) / (100 + 8 * 50))
+    assert m.loc["all", "real_placement_record_share"] == 0.5 and m.loc["1", "real_placement_record_share"] == 0.0
+
+
 def test_every_wait_counts_a_preempted_jobs_requeue_where_the_first_wait_does_not():
     # a (4 GPUs, 10 h) runs alone; b (4 GPUs, 100 s) arrives at 2 h. Tiresias LAS: b, with less attained service,
     # preempts a, which waits 100 s to resume: first waits 0 and 0, every wait 100 s and 0. Philly (no preemption):
@@ -586,6 +605,9 @@ def test_the_baseline_arm_is_notebook_05s_replay(short_calibrated_replay, monkey
         assert row["queue_mean_s"] == pytest.approx(same["queueing_delay_s"].mean(), rel=1e-12)
         ran = same[same["first_start_s"].notna()]
         assert row["spread_share"] == pytest.approx((ran["num_servers"] > 1).mean(), rel=1e-12)
+        # the jobs whose real placement is their DRE record's (the others' from the shares)
+        assert row["real_placement_record_share"] == pytest.approx(
+            (replay.servers_spanned()[inputs.blocks == block] > 0).mean(), rel=1e-12)
     # pooled over the blocks: the mean over every measured job of notebook 05's replay
     pooled = E.level_interval(everyone, "jct_mean_s")
     assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)

@@ -302,7 +302,9 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     speed of the job's real placement, ``extras["real_speed"]``), spread_share (first full attempt on > 1 server),
     failed_jobs, wasted_gpu_hours (failed attempts), prerun_gpu_hours, prerun_caught_jobs (a failure struck during
     the 1-GPU pre-run),
-    quality_lost_mean (early stop). Cluster columns, the same on every row:
+    quality_lost_mean (early stop), real_placement_record_share (the replay's slowdown: the share of the jobs whose
+    real placement is their own DRE record's, the others' expected from DRE's per-size shares; NaN without
+    ``extras["real_from_record"]``). Cluster columns, the same on every row:
     busy_server_share and allocated_gpu_share over the arrival span, and
     busy_server_share_dates over ``dates_window`` (NaN without one).
     ``measured``: only these jobs are counted, and the arrival span is theirs
@@ -348,6 +350,8 @@ def job_measures(result, workload: Workload, extras: dict | None = None) -> pd.D
         "prerun_s": prerun_s.reindex(jobs["jobid"], fill_value=0.0).to_numpy(float),
         "prerun_caught": jobs["jobid"].isin(caught_in_prerun).to_numpy(),
         "quality_lost": np.asarray(extras.get("quality_lost", np.full(n, np.nan)), dtype=float),
+        # 1 where the job's real placement is its own DRE record's, 0 where DRE's per-size shares stand in for it
+        "real_from_record": np.asarray(extras.get("real_from_record", np.full(n, np.nan)), dtype=float),
     })
     return frame
 
@@ -384,6 +388,7 @@ def measure_jobs(frame: pd.DataFrame, result, workload: Workload, extras: dict |
                 "failed_jobs": int(sel["failed"].sum()), "wasted_gpu_hours": sel["wasted_s"].sum() / 3600.0,
                 "prerun_gpu_hours": sel["prerun_s"].sum() / 3600.0, "quality_lost_mean": sel["quality_lost"].mean(),
                 "prerun_caught_jobs": int(sel["prerun_caught"].sum()),
+                "real_placement_record_share": sel["real_from_record"].mean(),
                 "busy_server_share": busy, "allocated_gpu_share": allocated, "busy_server_share_dates": busy_dates,
             })
     return pd.DataFrame(rows)

@@ -12,7 +12,7 @@ import pandas as pd
 from ..report.plotting import duration_axis, place_legend
 from ..sim import Migration, Workload, make_policy, simulate
 from ..sim.failures import RETRY_PRESETS
-from ..sim.slowdown import SlowdownModel, default_slowdown_model
+from ..sim.slowdown import REAL_FROM_RECORD, SlowdownModel, default_slowdown_model
 from .common import (
     EXPERIMENTS,
     Inputs,
@@ -312,9 +312,11 @@ def run_cell(cell: dict) -> pd.DataFrame:
     workload = scale_load(workload, float(cell["load"]), inputs.anchor_s)
     policy, options, workload, extras = simulation_options(cell, workload, inputs.philly,
                                                            inputs.options.get("slowdown", "default"))
-    real_speed = getattr({**inputs.options, **options}.get("slowdown"), "real_speed", None)
-    if real_speed is not None:
-        extras["real_speed"] = real_speed   # the work at ideal speed in each real duration (job_measures)
+    slowdown = {**inputs.options, **options}.get("slowdown")
+    if getattr(slowdown, "real_speed", None) is not None:
+        # the work at ideal speed in each real duration, and where each real placement came from (job_measures)
+        extras["real_speed"] = slowdown.real_speed
+        extras["real_from_record"] = np.asarray(slowdown.real_source, dtype=object) == REAL_FROM_RECORD
     result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
                       **{**inputs.options, **options})
     if inputs.blocks is not None:

@@ -5,8 +5,9 @@ the public node counts, how far VCs may borrow idle GPUs (each VC's maximum
 capacity, a multiple of its quota) and whether a VC below its quota reclaims
 lent GPUs by preemption (:mod:`dlcluster.sim.sharing`), Philly's locality and
 the relax timeout of its back-off, the rack size, the placement strategy, and
-the scheduler latency (:mod:`.latency`). :func:`replay_setup` turns them into the
-simulator's inputs and options, :func:`run_replay` runs them.
+the scheduler latency (:mod:`.latency`). Known, not fitted: the slowdown model, charged to each job relative
+to its real placement (``slowdown``, :func:`replay_slowdown`: one cluster for notebooks 05 and 06).
+:func:`replay_setup` turns them into the simulator's inputs and options, :func:`run_replay` runs them.
 
 The study's later stages live beside this module: :mod:`.latency` (the scheduler
 latency fitted on real waits), :mod:`.measures` (the replay against the real record
