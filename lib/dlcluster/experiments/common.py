@@ -203,8 +203,8 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
     real_placement = {}
     if slowdown is not None:
         # each job charged only the slowdown of its simulated placement relative to its real one
-        sources = pd.Series(np.asarray(slowdown.real_source, dtype=object)[block >= 0]).value_counts(normalize=True)
-        real_placement = {s: float(sources.get(s, 0.0)) for s in (REAL_FROM_RECORD, REAL_FROM_SHARES)}
+        sources = np.asarray(slowdown.real_source, dtype=object)[block >= 0]
+        real_placement = {s: float(np.mean(sources == s)) for s in (REAL_FROM_RECORD, REAL_FROM_SHARES)}
         label += (f"; each job runs at the speed of its simulated placement relative to its real one (its DRE "
                   f"record's for {real_placement[REAL_FROM_RECORD]:.0%} of them, else expected from DRE's per-size "
                   "shares of the fit span)")
