@@ -81,3 +81,17 @@ def test_one_real_speed_per_job():
                                                                                 np.array([REAL_FROM_RECORD])))
     with pytest.raises(ValueError, match="one real speed in"):
         ReplaySlowdown(HALF, np.array([1.2]), np.array([REAL_FROM_RECORD]))
+
+
+def test_a_gang_holding_gpus_while_it_waits_is_no_running_neighbour():
+    # A (4 GPUs) fills s0, B (2 GPUs) half of s1; G (8 GPUs, spread in its record) arrives and holds s1's 2 free GPUs
+    # (gang_hold). B's end refreshes its neighbours' speeds (colocation costs something here): G, holding but not
+    # running, must get no speed and no end event (it would end, never having started). G starts when A ends, spread
+    # as its record was: its real 100 s
+    model = SlowdownModel(0.5, 0.5, colocated_one_server=0.9, colocated_spread=0.9)
+    workload = make_workload([("A", 0, 4, 100.0), ("B", 0, 2, 50.0), ("G", 1, 8, 100.0)])
+    speed, source = real_placement_speeds(model, workload.num_gpus, [1, 1, 2], {})
+    result = simulate(workload, TWO_BY_FOUR, PhillyPolicy(relax_after_s=1000.0), placement="most_free",
+                      slowdown=ReplaySlowdown(model, speed, source), gang_hold=True)
+    check_invariants(result, workload, TWO_BY_FOUR)
+    assert job(result, "G")[["first_start_s", "end_s", "num_servers"]].tolist() == [100.0, 200.0, 2]

@@ -597,17 +597,18 @@ class Simulator:
         return speed if self._real_speed is None else speed / self._real_speed[job.idx]
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
-        """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
+        """Jobs sharing a server with ``job`` (which just came or went) may change speed; a waiting gang holding GPUs
+        there (:mod:`.gang`) runs nothing, so it gets no speed and no end event."""
         if self._ideal or self._colocation == "none":
             return
-        jobs_on, me = self.cluster.jobs_on, job.idx
+        jobs_on, me, running = self.cluster.jobs_on, job.idx, self.running
         if len(job.alloc) == 1:
             neighbours = jobs_on[job.alloc[0][0]]
         else:
             neighbours = dict.fromkeys(o for s, _ in job.alloc for o in jobs_on[s])
         jobs = self.jobs
         for other in neighbours:
-            if other == me:
+            if other == me or other not in running:
                 continue
             o = jobs[other]
             speed = self._speed_of(o)
