@@ -555,7 +555,7 @@ def short_calibrated_replay(public_trace):
     params = vc.ReplayParams(unknown_vc_quota="demand", max_capacity_factor=1.5, reclaim_after_s=120.0,
                              relax_after_s=600.0, gang_relax_after_s=1200.0, rack_size=32, placement="best_fit",
                              latency_s=60.0, slowdown=True,
-                             real_placement_shares=(("2-4", 100, 0.9), ("5-8", 100, 0.7), (">8", 100, 0.0)))
+                             real_placement_shares="2-4:100:0.9;5-8:100:0.7;>8:100:0")
     calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
                                                           "held_out": (begin, begin + pd.Timedelta(days=30))},
                                  {"complete_until": begin + pd.Timedelta(days=2), "busy_servers_mae_pp": 1.0,

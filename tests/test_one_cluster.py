@@ -30,7 +30,8 @@ def waits_table(rows):
 
 def test_real_placement_shares_per_size_bucket():
     waits = waits_table([(0, 1, 1), (0, 2, 1), (0, 4, 1), (0, 3, 2), (0, 2, 1), (0, 8, 1), (0, 6, 2), (0, 16, 2)])
-    assert vc.real_placement_shares(waits) == (("2-4", 4, 0.75), ("5-8", 2, 0.5), (">8", 1, 0.0))
+    assert vc.real_placement_shares(waits) == "2-4:4:0.75;5-8:2:0.5;>8:1:0"
+    assert vc.placement_shares_of("2-4:4:0.75;5-8:2:0.5;>8:1:0") == {"2-4": 0.75, "5-8": 0.5, ">8": 0.0}
 
 
 def test_the_calibration_reads_the_shares_on_the_fit_span_only():
@@ -39,7 +40,7 @@ def test_the_calibration_reads_the_shares_on_the_fit_span_only():
     held_out = [(20 + d % 5, 4, 2) for d in range(30)]
     params = start_params(waits_table(fit + held_out), (EPOCH, EPOCH + pd.Timedelta(days=10)))
     assert params.slowdown
-    assert params.real_placement_shares == (("2-4", 30, 1.0),)
+    assert params.real_placement_shares == "2-4:30:1"
 
 
 def test_the_replays_slowdown_takes_each_jobs_own_record_else_the_shares():
@@ -49,7 +50,7 @@ def test_the_replays_slowdown_takes_each_jobs_own_record_else_the_shares():
     replay = vw.ReplayWorkload(w, np.array(["dre record", "dre record", "drawn", "drawn"], dtype=object),
                                np.array(["d0", "d1", None, None], dtype=object), EPOCH, {},
                                np.array([1, 2, 0, 0]))
-    params = vc.ReplayParams(slowdown=True, real_placement_shares=(("2-4", 10, 0.5),))
+    params = vc.ReplayParams(slowdown=True, real_placement_shares="2-4:10:0.5")
     slowdown = vc.replay_slowdown(params, replay)
     spread = default_slowdown_model().cross_server
     assert isinstance(slowdown, ReplaySlowdown) and slowdown.model == default_slowdown_model()
@@ -64,10 +65,10 @@ def test_the_replays_slowdown_takes_each_jobs_own_record_else_the_shares():
 
 
 def test_the_slowdown_options_round_trip_and_are_inert_when_off():
-    params = vc.ReplayParams(slowdown=True, real_placement_shares=(("2-4", 10, 0.5), ("5-8", 3, 0.25)))
+    params = vc.ReplayParams(slowdown=True, real_placement_shares="2-4:10:0.5;5-8:3:0.25")
     stored = json.loads(json.dumps(asdict(params)))
     assert vc.ReplayParams.from_dict(stored) == params
-    assert vc.ReplayParams(real_placement_shares=(("2-4", 10, 0.5),)).effective() == vc.ReplayParams()
+    assert vc.ReplayParams(real_placement_shares="2-4:10:0.5").effective() == vc.ReplayParams()
     assert "relative to each job's real placement" in params.ingredients()
 
 

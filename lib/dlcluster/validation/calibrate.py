@@ -97,9 +97,10 @@ class ReplayParams:
     # issue 47, one cluster: the slowdown model in the replay (sim/slowdown.py ReplaySlowdown), each job charged
     # speed(simulated placement) / speed(real placement) on top of its real duration (replay_slowdown)
     slowdown: bool = False
-    # rows (size bucket, DRE records, share on one server) of the fit span's DRE records (real_placement_shares): the
-    # real placement of a job without a DRE record, in expectation (calibration.start_params)
-    real_placement_shares: tuple = ()
+    # the fit span's DRE records per size bucket and their share on one server, "2-4:346:0.99422;5-8:..." (a string,
+    # so that it is one value in results.json: real_placement_shares): the real placement of a job without a DRE
+    # record, in expectation (calibration.start_params)
+    real_placement_shares: str = ""
 
     def ingredients(self) -> str:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
@@ -195,8 +196,7 @@ class ReplayParams:
         mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
         return cls(**{**fields, "latency_mixture": mixture, "demand_span": tuple(fields.get("demand_span", ())),
                       "attempt_split": tuple(fields.get("attempt_split", ())),
-                      "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ())),
-                      "real_placement_shares": tuple(tuple(row) for row in fields.get("real_placement_shares", ()))})
+                      "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ()))})
 
 
 def vc_quotas(vc_table: pd.DataFrame, workload, total_gpus: int, unknown_vc_quota: str) -> dict:
@@ -285,16 +285,26 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     return ReplaySetup(workload, topology, quotas, policy, options, latency)
 
 
-def real_placement_shares(waits: pd.DataFrame) -> tuple:
-    """Rows (size bucket, DRE records, share on one server) of the multi-GPU DRE records in ``waits``
+def real_placement_shares(waits: pd.DataFrame) -> str:
+    """``"bucket:records:share;..."``: per size bucket of the multi-GPU DRE records in ``waits``
     (:func:`.workload.dre_first_waits`'s table, with ``num_servers``: pass the fit span's only, so that the held-out
-    placements stay unseen by the fit), for :attr:`ReplayParams.real_placement_shares`."""
+    placements stay unseen by the fit), how many there are and the share on one server (6 decimals), for
+    :attr:`ReplayParams.real_placement_shares` (:func:`placement_shares_of` reads it back)."""
     rows = []
     for bucket in ("2-4", "5-8", ">8"):
         part = waits[waits["bucket"] == bucket]
         if len(part):
-            rows.append((bucket, int(len(part)), round(float((part["num_servers"] == 1).mean()), 6)))
-    return tuple(rows)
+            rows.append(f"{bucket}:{len(part)}:{round(float((part['num_servers'] == 1).mean()), 6):g}")
+    return ";".join(rows)
+
+
+def placement_shares_of(text: str) -> dict:
+    """``{size bucket: share on one server}`` from :func:`real_placement_shares`'s string."""
+    shares = {}
+    for row in filter(None, text.split(";")):
+        bucket, _records, share = row.rsplit(":", 2)
+        shares[bucket] = float(share)
+    return shares
 
 
 def replay_slowdown(params: ReplayParams, replay: ReplayWorkload, model=None):
@@ -313,7 +323,7 @@ def replay_slowdown(params: ReplayParams, replay: ReplayWorkload, model=None):
     if not params.real_placement_shares:
         raise ValueError("slowdown: real_placement_shares is empty; it holds DRE's per-size placement shares of the "
                          "fit span (real_placement_shares, set by calibration.start_params)")
-    shares = {str(row[0]): float(row[2]) for row in params.real_placement_shares}
+    shares = placement_shares_of(params.real_placement_shares)
     speed, source = real_placement_speeds(model, replay.workload.num_gpus, replay.servers_spanned(), shares)
     return ReplaySlowdown(model, speed, source)
 
