@@ -108,11 +108,13 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     waits = [r[loc.format(arm, "5-8")] for arm in ("no locality (any GPUs)", default_arm, "strict locality")]
     assert max(waits[:2]) < waits[2], waits
     assert r[loc.format(f"{default_arm}, long jobs strict", "5-8")] > r[loc.format(default_arm, "5-8")]
-    # ... and under the calibrated placement the locality gains more than the wait costs on the slowdown model: strict
-    # locality's 5-8-GPU mean JCT (206,931 s at these parameters) is below every relaxed arm's (at least 215,305 s)
+    # ... and the wait costs them more than the locality gains: with the slowdown charged only relative to each job's
+    # real placement (one cluster with notebook 05), strict locality's 5-8-GPU mean JCT (198,389 s at these
+    # parameters) is above the best relaxed arm's (182,270 s). Charged on top of the real durations, as before issue
+    # 47, it came out below every relaxed arm's: the double-charged spread slowdown made locality look worth the wait
     jct = {k: v for k, v in r.items() if k.startswith("locality.real.") and k.endswith(".5-8.jct_mean_s")}
     relaxed = [v for k, v in jct.items() if "strict" not in k and "long jobs" not in k]
-    assert jct["locality.real.strict locality.5-8.jct_mean_s"] < min(relaxed)
+    assert jct["locality.real.strict locality.5-8.jct_mean_s"] > min(relaxed)
     # experiment 3: retrying only the failure classes worth retrying wastes less GPU time than retrying everything
     wasted = {k.split(".")[3]: v for k, v in r.items() if k.endswith("wasted_share")}
     assert set(wasted) == {"retry everything (Philly)", "class-aware retries", "1-GPU pre-run + class-aware"}
