@@ -122,14 +122,20 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert wasted["class-aware retries"] < 0.75 * wasted["retry everything (Philly)"]
     # experiment 4: each job is given a real Pollux curve drawn at random and ends within 1% of its best. The
     # quality lost is the drawn curves' mean (4 standard errors of it); the GPU-hours saved
-    # is near the curves' mean share of epochs after that point, 29% (weighted by each job's GPU-hours: a few
-    # points either way)
+    # is the curves' mean share of epochs after that point, 29% (weighted by each job's GPU-hours: a few
+    # points either way), and what the shorter queue saves on placement: the slowdown is part of the replay (issue
+    # 47), and with early termination no 5-8-GPU job waits long enough to be spread (34% saved at these parameters)
     points = pollux_stop_points(0.01)
     assert len(points) == 40 and points["quality_lost"].max() <= 0.01
     standard_error = points["quality_lost"].std() / np.sqrt(r["jobs_measured"])
     assert r["early_stop.real.tol_0.01.quality_lost"] == pytest.approx(points["quality_lost"].mean(),
                                                                       abs=4 * standard_error)
-    assert r["early_stop.real.tol_0.01.gpu_hours_saved"] == pytest.approx(points["time_after"].mean(), abs=0.03)
+    saved = r["early_stop.real.tol_0.01.gpu_hours_saved"]
+    assert points["time_after"].mean() - 0.03 <= saved <= points["time_after"].mean() + 0.1
+    stops = sweep[(sweep["experiment"] == "early_stop") & (sweep["bucket"] == "5-8")
+                  & (sweep["population"] == "all jobs")]
+    spread = stops.groupby(stops["tolerance"].fillna(-1))["spread_share"].mean()
+    assert spread[0.01] < spread[-1]   # fewer 5-8-GPU jobs spread with early termination than without
     # experiment 5 at the scaled load (a sensitivity), from the sweep table by hand: the calibrated cluster queues
     # at x1.25, and the sentence names the policy with the lowest mean JCT pooled over the blocks
     policies = sweep[(sweep["experiment"] == "policy") & (sweep["bucket"] == "all")
