@@ -55,7 +55,8 @@ def main() -> None:
         inputs = cell_inputs(cell)
         workload = scale_load(resample_periods(inputs.workload, int(cell["seed"]), 0.0), float(cell["load"]),
                               inputs.anchor_s)
-        policy, options, workload, extras = simulation_options(cell, workload, inputs.philly)
+        policy, options, workload, extras = simulation_options(cell, workload, inputs.philly,
+                                                               inputs.options.get("slowdown", "default"))
         cpu = time.process_time()
         result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
                           **{**inputs.options, **options})

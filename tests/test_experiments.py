@@ -83,6 +83,25 @@ def test_measure_known_answer():
     assert dated.loc["all", "busy_server_share_dates"] == pytest.approx((100 * 0.5 + 50 * 1.0) / 200)
 
 
+def test_measure_on_a_replay_of_real_durations_counts_the_work_at_ideal_speed():
+    # b (8 GPUs) spans both servers as its DRE record did (real speed 0.5): it runs its real 50 s, which hold 25 s of
+    # work at ideal speed; a (1 GPU) has no record and runs on one server, as every 1-GPU job
+    from dlcluster.sim import SlowdownModel
+    from dlcluster.sim.slowdown import REAL_FROM_RECORD, ReplaySlowdown, real_placement_speeds
+
+    topo = topology_from_spec(1, 2, 4)
+    w = make_workload([("a", 0, 1, 100), ("b", 0, 8, 50)])
+    model = SlowdownModel(0.5, 0.5)
+    speed, source = real_placement_speeds(model, w.num_gpus, [0, 2], {})
+    result = simulate(w, topo, "philly", quotas={"vc": 8}, slowdown=ReplaySlowdown(model, speed, source))
+    assert list(result.jobs["jct_s"]) == [100.0, 150.0]   # b waits for a's GPU, then runs 50 s
+    extras = {"real_speed": speed, "real_from_record": source == REAL_FROM_RECORD}
+    m = E.measure(result, w, extras).set_index("bucket")
+    assert m.loc["5-8", "speed_mean"] == 0.5 and m.loc["1", "speed_mean"] == 1.0
+    assert m.loc["all", "useful_share"] == pytest.approx((100 + 8 * 25) / (100 + 8 * 50))
+    assert m.loc["all", "real_placement_record_share"] == 0.5 and m.loc["1", "real_placement_record_share"] == 0.0
+
+
 def test_every_wait_counts_a_preempted_jobs_requeue_where_the_first_wait_does_not():
     # a (4 GPUs, 10 h) runs alone; b (4 GPUs, 100 s) arrives at 2 h. Tiresias LAS: b, with less attained service,
     # preempts a, which waits 100 s to resume: first waits 0 and 0, every wait 100 s and 0. Philly (no preemption):
@@ -508,19 +527,35 @@ def test_policy_context_is_generated_from_the_same_runs():
     assert "the policies can only tie here" in E.policy_context(rows, "L")
 
 
-def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
-    """The block design's Philly arm (policy experiment, real load) and its no-failures arm are notebook 05's replay
-    (:func:`dlcluster.validation.calibrate.run_replay` with the calibrated parameters): the same jobs' JCTs, waits
-    and per-block busy servers, with calibrated options that differ from the simulator's defaults."""
+#: Each experiment's baseline arm under the calibrated parameters of the test below (placement best fit): the policies'
+#: Philly arm, the failures' arm without failures, early termination's arm without it, the locality arm relaxing
+#: after the calibrated timeout, and the interference arm placing as calibrated (best fit: "pack") without
+#: migration, under no interference
+BASELINE_ARMS = (
+    {"experiment": "policy", "policy": "philly"},
+    {"experiment": "failures", "failure_model": "illustrative", "retry": "none"},
+    {"experiment": "early_stop", "tolerance": None, "curve_source": "pollux"},
+    {"experiment": "locality", "locality": "relax", "relax_after_s": 600.0, "long_jobs": "as-others"},
+    {"experiment": "interference", "placement": "pack", "migration": False, "interference": "none",
+     "colocated_one_server": 1.0, "colocated_spread": 1.0},
+)
+
+
+@pytest.fixture(scope="module")
+def short_calibrated_replay(public_trace):
+    """A short replay (1 day of warm-up, 2 measured) with calibrated parameters unlike the simulator's defaults, its
+    mocked calibration, and notebook 05's replay of it (:func:`dlcluster.validation.calibrate.run_replay`)."""
     from dlcluster.validation import calibrate as vc
     from dlcluster.validation import calibration as vcache
     from dlcluster.validation import workload as vw
 
     full = vw.rfold_replay_workload(public_trace)
     begin = pd.Timestamp("2017-10-10 07:00", tz="UTC")
-    replay = vw.measurement_window(full, begin, 2.0, 1.0)   # a short replay: 1 day of warm-up, 2 measured
+    replay = vw.measurement_window(full, begin, 2.0, 1.0)
     params = vc.ReplayParams(unknown_vc_quota="demand", max_capacity_factor=1.5, reclaim_after_s=120.0,
-                             relax_after_s=600.0, rack_size=32, placement="best_fit", latency_s=60.0)
+                             relax_after_s=600.0, gang_relax_after_s=1200.0, rack_size=32, placement="best_fit",
+                             latency_s=60.0, slowdown=True,
+                             real_placement_shares="2-4:100:0.9;5-8:100:0.7;>8:100:0")
     calibration = vcache.Calibration(params, pd.DataFrame(), {"fit": (EPOCH, begin),
                                                           "held_out": (begin, begin + pd.Timedelta(days=30))},
                                  {"complete_until": begin + pd.Timedelta(days=2), "busy_servers_mae_pp": 1.0,
@@ -529,6 +564,19 @@ def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
                                   "servers_spanned_max_ks": 0.1, "latency_only_wait_share": 0.1},
                                  {"top_vcs": 5, "trace": "public", "seed": 0, "replay_days": 2.0,
                                   "warmup_days": 1.0}, "k")
+    reference = vc.run_replay(replay, public_trace.machines, public_trace.vc_quotas, params).result.jobs
+    return full, replay, begin, params, calibration, reference
+
+
+@pytest.mark.parametrize("arm", BASELINE_ARMS, ids=[a["experiment"] for a in BASELINE_ARMS])
+def test_the_baseline_arm_is_notebook_05s_replay(short_calibrated_replay, monkeypatch, arm):
+    """Every experiment's baseline arm (:data:`BASELINE_ARMS`) on the block design at the real load is notebook 05's
+    replay (:func:`dlcluster.validation.calibrate.run_replay` with the calibrated parameters, the slowdown relative to
+    each job's real placement included): the same jobs' JCTs and waits per block, with calibrated options that differ
+    from the simulator's defaults (a gang timeout of its own among them)."""
+    from dlcluster.validation import calibration as vcache
+
+    full, replay, begin, params, calibration, reference = short_calibrated_replay
     workloads = vcache.ReplayWorkloads(None, full, replay, None)
     monkeypatch.setattr(vcache, "replay_workloads", lambda *args, **kwargs: workloads)
     monkeypatch.setattr(E.CalibratedReplay, "calibration", lambda self, trace, cache_dir=None: calibration)
@@ -536,28 +584,34 @@ def test_the_baseline_arm_is_notebook_05s_replay(public_trace, monkeypatch):
     E.replay_block_inputs.cache_clear()
     inputs = E.replay_block_inputs("public", spec)
     assert len(inputs.block_starts) == 2 and inputs.block_starts[0] == begin
-    reference = vc.run_replay(replay, public_trace.machines, public_trace.vc_quotas, params).result.jobs
+    # the slowdown acts: finished jobs placed unlike their DRE record ran longer or shorter than their real durations
+    done = (reference["status"] == "Pass").to_numpy()
+    run_time, service = reference["run_time_s"].to_numpy()[done], replay.workload.service_s[done]
+    assert (np.abs(run_time - service) > 1).sum() > 10
     submitted = replay.workload.arrival_s
     begin_s = (begin - replay.workload.epoch) / pd.Timedelta(seconds=1)
     np.testing.assert_array_equal(inputs.measured, (submitted >= begin_s) & (submitted < begin_s + 2 * 86400))
     common = {"trace": "public", "replay": spec.cell(), "calibration_cache": None, "seed": 0, "load": 1.0,
               "load_setting": "real", "resample_block_days": 0.0}
-    for cell in ({"experiment": "policy", "policy": "philly"},
-                 {"experiment": "failures", "failure_model": "illustrative", "retry": "none"}):
-        columns = {k: v for k, v in {**common, **cell}.items() if k != "replay"}   # as run_sweep adds them
-        rows = E.with_arms(E.run_cell({**common, **cell}).assign(**columns))
-        everyone = rows[(rows["population"] == "all jobs") & (rows["bucket"] == "all")]
-        assert list(everyone["seed"]) == [0, 1]   # the replicate is the block
-        for block in (0, 1):
-            same = reference[inputs.blocks == block]
-            row = everyone[everyone["block"] == block].iloc[0]
-            assert row["jobs"] == len(same) > 500
-            assert row["jct_mean_s"] == pytest.approx(same["jct_s"].mean(), rel=1e-12)
-            assert row["queue_mean_s"] == pytest.approx(same["queueing_delay_s"].mean(), rel=1e-12)
-        # pooled over the blocks: the mean over every measured job of notebook 05's replay
-        pooled = E.level_interval(everyone, "jct_mean_s")
-        assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)
-        assert pooled.low <= pooled.mean <= pooled.high
+    columns = {k: v for k, v in {**common, **arm}.items() if k != "replay"}   # as run_sweep adds them
+    rows = E.with_arms(E.run_cell({**common, **arm}).assign(**columns))
+    everyone = rows[(rows["population"] == "all jobs") & (rows["bucket"] == "all")]
+    assert list(everyone["seed"]) == [0, 1]   # the replicate is the block
+    for block in (0, 1):
+        same = reference[inputs.blocks == block]
+        row = everyone[everyone["block"] == block].iloc[0]
+        assert row["jobs"] == len(same) > 500
+        assert row["jct_mean_s"] == pytest.approx(same["jct_s"].mean(), rel=1e-12)
+        assert row["queue_mean_s"] == pytest.approx(same["queueing_delay_s"].mean(), rel=1e-12)
+        ran = same[same["first_start_s"].notna()]
+        assert row["spread_share"] == pytest.approx((ran["num_servers"] > 1).mean(), rel=1e-12)
+        # the jobs whose real placement is their DRE record's (the others' from the shares)
+        assert row["real_placement_record_share"] == pytest.approx(
+            (replay.servers_spanned()[inputs.blocks == block] > 0).mean(), rel=1e-12)
+    # pooled over the blocks: the mean over every measured job of notebook 05's replay
+    pooled = E.level_interval(everyone, "jct_mean_s")
+    assert pooled.mean == pytest.approx(reference[inputs.measured]["jct_s"].mean(), rel=1e-12)
+    assert pooled.low <= pooled.mean <= pooled.high
     E.replay_block_inputs.cache_clear()
 
 
@@ -705,3 +759,22 @@ def test_a_small_certain_effect_that_misses_the_target_is_put_down_to_the_blocks
     text = E.interval_target(Interval(0.34, 0.06, 0.67, 12, "m", detectable=0.39), "mechanism")
     assert text == ("not met (+6% to +67%, 61 points): the blocks disagree more than this design resolves; the "
                     "smallest change it could detect is ±39%; its direction is certain all the same")
+
+
+def test_every_locality_arm_keeps_the_calibrated_back_off_and_gang_timeout():
+    """The locality arms vary the relax timeout and the long jobs' treatment only: the calibrated back-off scope and
+    the gangs' own timeout hold in every arm (so that the arm at the calibrated timeout is notebook 05's replay), and
+    so does the replay's slowdown, never a second one on top of it."""
+    from dlcluster.experiments.grid import simulation_options
+
+    workload = make_workload([("a", 0, 1, 10.0)])
+    philly = {"locality": "relax", "relax_after_s": 600.0, "backoff": "every", "gang_relax_after_s": 1200.0}
+    replay_slowdown = object()
+    for cell in ({"locality": "relax", "relax_after_s": 600.0, "long_jobs": "as-others"},
+                 {"locality": "relax", "relax_after_s": 60.0, "long_jobs": "as-others"},
+                 {"locality": "relax", "relax_after_s": 600.0, "long_jobs": "strict"}):
+        policy, options, _, _ = simulation_options({"experiment": "locality", **cell}, workload, philly,
+                                                   replay_slowdown)
+        assert (policy.relax_after_s, policy.backoff, policy.gang_relax_after_s) == (cell["relax_after_s"], "every",
+                                                                                     1200.0)
+        assert options["slowdown"] is replay_slowdown

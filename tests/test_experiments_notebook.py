@@ -108,11 +108,13 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     waits = [r[loc.format(arm, "5-8")] for arm in ("no locality (any GPUs)", default_arm, "strict locality")]
     assert max(waits[:2]) < waits[2], waits
     assert r[loc.format(f"{default_arm}, long jobs strict", "5-8")] > r[loc.format(default_arm, "5-8")]
-    # ... and under the calibrated placement the locality gains more than the wait costs on the slowdown model: strict
-    # locality's 5-8-GPU mean JCT (206,931 s at these parameters) is below every relaxed arm's (at least 215,305 s)
+    # ... and the wait costs them more than the locality gains: with the slowdown charged only relative to each job's
+    # real placement (one cluster with notebook 05), strict locality's 5-8-GPU mean JCT (198,389 s at these
+    # parameters) is above the best relaxed arm's (182,270 s). Charged on top of the real durations, as before issue
+    # 47, it came out below every relaxed arm's: the double-charged spread slowdown made locality look worth the wait
     jct = {k: v for k, v in r.items() if k.startswith("locality.real.") and k.endswith(".5-8.jct_mean_s")}
     relaxed = [v for k, v in jct.items() if "strict" not in k and "long jobs" not in k]
-    assert jct["locality.real.strict locality.5-8.jct_mean_s"] < min(relaxed)
+    assert jct["locality.real.strict locality.5-8.jct_mean_s"] > min(relaxed)
     # experiment 3: retrying only the failure classes worth retrying wastes less GPU time than retrying everything
     wasted = {k.split(".")[3]: v for k, v in r.items() if k.endswith("wasted_share")}
     assert set(wasted) == {"retry everything (Philly)", "class-aware retries", "1-GPU pre-run + class-aware"}
@@ -120,14 +122,20 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert wasted["class-aware retries"] < 0.75 * wasted["retry everything (Philly)"]
     # experiment 4: each job is given a real Pollux curve drawn at random and ends within 1% of its best. The
     # quality lost is the drawn curves' mean (4 standard errors of it); the GPU-hours saved
-    # is near the curves' mean share of epochs after that point, 29% (weighted by each job's GPU-hours: a few
-    # points either way)
+    # is the curves' mean share of epochs after that point, 29% (weighted by each job's GPU-hours: a few
+    # points either way), and what the shorter queue saves on placement: the slowdown is part of the replay (issue
+    # 47), and with early termination no 5-8-GPU job waits long enough to be spread (34% saved at these parameters)
     points = pollux_stop_points(0.01)
     assert len(points) == 40 and points["quality_lost"].max() <= 0.01
     standard_error = points["quality_lost"].std() / np.sqrt(r["jobs_measured"])
     assert r["early_stop.real.tol_0.01.quality_lost"] == pytest.approx(points["quality_lost"].mean(),
                                                                       abs=4 * standard_error)
-    assert r["early_stop.real.tol_0.01.gpu_hours_saved"] == pytest.approx(points["time_after"].mean(), abs=0.03)
+    saved = r["early_stop.real.tol_0.01.gpu_hours_saved"]
+    assert points["time_after"].mean() - 0.03 <= saved <= points["time_after"].mean() + 0.1
+    stops = sweep[(sweep["experiment"] == "early_stop") & (sweep["bucket"] == "5-8")
+                  & (sweep["population"] == "all jobs")]
+    spread = stops.groupby(stops["tolerance"].fillna(-1))["spread_share"].mean()
+    assert spread[0.01] < spread[-1]   # fewer 5-8-GPU jobs spread with early termination than without
     # experiment 5 at the scaled load (a sensitivity), from the sweep table by hand: the calibrated cluster queues
     # at x1.25, and the sentence names the policy with the lowest mean JCT pooled over the blocks
     policies = sweep[(sweep["experiment"] == "policy") & (sweep["bucket"] == "all")

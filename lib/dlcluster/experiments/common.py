@@ -19,6 +19,7 @@ from ..sim import (
     topology_from_machines,
     workload_from_trace,
 )
+from ..sim.slowdown import REAL_FROM_RECORD, REAL_FROM_SHARES
 from ..trace.schema import BUCKET_KEYS as SIZE_BUCKET_KEYS
 from ..trace.schema import SIZE_BUCKETS, size_bucket
 from .intervals import (
@@ -72,6 +73,9 @@ class Inputs:
     #: the block design: when each block begins (UTC), and its length in days
     block_starts: tuple = ()
     block_days: float | None = None
+    #: the calibrated replay's slowdown: the share of the measured jobs whose real placement is their own DRE
+    #: record's, and the share that take DRE's per-size shares of the fit span instead (expected; labelled)
+    real_placement: dict = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=2)
@@ -195,9 +199,19 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
              f"measured on the {int((block >= 0).sum()):,} jobs submitted "
              f"{begin:%Y-%m-%d %H:%M}..{stop:%Y-%m-%d %H:%M} "
              f"UTC in {n_blocks} blocks of {spec.block_days:g} days")
+    slowdown = setup.options.get("slowdown")
+    real_placement = {}
+    if slowdown is not None:
+        # each job charged only the slowdown of its simulated placement relative to its real one
+        sources = np.asarray(slowdown.real_source, dtype=object)[block >= 0]
+        real_placement = {s: float(np.mean(sources == s)) for s in (REAL_FROM_RECORD, REAL_FROM_SHARES)}
+        label += (f"; each job runs at the speed of its simulated placement relative to its real one (its DRE "
+                  f"record's for {real_placement[REAL_FROM_RECORD]:.0%} of them, else expected from DRE's per-size "
+                  "shares of the fit span)")
     return Inputs(workload=w, topology=setup.topology, quotas=setup.quotas, real_occupancy=float(real.mean()),
                   occupancy_window=(begin, stop), data_label=label,
-                  options=dict(setup.options),   # lending, placement, planned retries, no slowdown model
+                  # lending, placement, planned retries, the replay's slowdown (relative to the real placements)
+                  options=dict(setup.options), real_placement=real_placement,
                   philly={"locality": params.locality, "relax_after_s": params.relax_after_s,
                           "backoff": params.backoff, "gang_relax_after_s": params.gang_relax_after_s,
                           "relax_clock": params.relax_clock},
@@ -283,12 +297,15 @@ def measure(result, workload: Workload, extras: dict | None = None, dates_window
     frag_delay_mean (waiting with quota left but no placement meeting locality, back-off included, as the paper
     counts it),
     fair_share_delay_mean, gpu_hours (held), useful_share (GPU time of finished
-    work at ideal speed / GPU time held), speed_mean (work / run time of jobs
+    work at ideal speed / GPU time held), speed_mean (work at ideal speed / run time of jobs
     that finished with one run: slowdown from spread and colocation, migration
-    pauses included), spread_share (first full attempt on > 1 server),
+    pauses included; on a replay of real durations the work at ideal speed is the real duration times the
+    speed of the job's real placement, ``extras["real_speed"]``), spread_share (first full attempt on > 1 server),
     failed_jobs, wasted_gpu_hours (failed attempts), prerun_gpu_hours, prerun_caught_jobs (a failure struck during
     the 1-GPU pre-run),
-    quality_lost_mean (early stop). Cluster columns, the same on every row:
+    quality_lost_mean (early stop), real_placement_record_share (the replay's slowdown: the share of the jobs whose
+    real placement is their own DRE record's, the others' expected from DRE's per-size shares; NaN without
+    ``extras["real_from_record"]``). Cluster columns, the same on every row:
     busy_server_share and allocated_gpu_share over the arrival span, and
     busy_server_share_dates over ``dates_window`` (NaN without one).
     ``measured``: only these jobs are counted, and the arrival span is theirs
@@ -309,7 +326,9 @@ def job_measures(result, workload: Workload, extras: dict | None = None) -> pd.D
     prerun_s = gpu_s.where(att["prerun"], 0.0).groupby(att["jobid"]).sum()
     had_prerun = att.loc[att["prerun"], "jobid"].unique()
     caught_in_prerun = att.loc[att["prerun"] & (att["outcome"] == "failed"), "jobid"].unique()
-    work = workload.service_s.astype(float)
+    # the work at ideal speed: a replay of real durations charged relative to each job's real placement
+    # (extras["real_speed"], :class:`dlcluster.sim.slowdown.ReplaySlowdown`) holds it at that placement's speed
+    work = workload.service_s.astype(float) * np.asarray(extras.get("real_speed", 1.0), dtype=float)
     if workload.converge_frac is not None:
         work = work * np.where(jobs["early_stopped"].to_numpy(), workload.converge_frac, 1.0)
     passed = (jobs["status"] == "Pass").to_numpy()
@@ -332,6 +351,8 @@ def job_measures(result, workload: Workload, extras: dict | None = None) -> pd.D
         "prerun_s": prerun_s.reindex(jobs["jobid"], fill_value=0.0).to_numpy(float),
         "prerun_caught": jobs["jobid"].isin(caught_in_prerun).to_numpy(),
         "quality_lost": np.asarray(extras.get("quality_lost", np.full(n, np.nan)), dtype=float),
+        # 1 where the job's real placement is its own DRE record's, 0 where DRE's per-size shares stand in for it
+        "real_from_record": np.asarray(extras.get("real_from_record", np.full(n, np.nan)), dtype=float),
     })
     return frame
 
@@ -368,6 +389,7 @@ def measure_jobs(frame: pd.DataFrame, result, workload: Workload, extras: dict |
                 "failed_jobs": int(sel["failed"].sum()), "wasted_gpu_hours": sel["wasted_s"].sum() / 3600.0,
                 "prerun_gpu_hours": sel["prerun_s"].sum() / 3600.0, "quality_lost_mean": sel["quality_lost"].mean(),
                 "prerun_caught_jobs": int(sel["prerun_caught"].sum()),
+                "real_placement_record_share": sel["real_from_record"].mean(),
                 "busy_server_share": busy, "allocated_gpu_share": allocated, "busy_server_share_dates": busy_dates,
             })
     return pd.DataFrame(rows)

@@ -12,7 +12,7 @@ import pandas as pd
 from ..report.plotting import duration_axis, place_legend
 from ..sim import Migration, Workload, make_policy, simulate
 from ..sim.failures import RETRY_PRESETS
-from ..sim.slowdown import default_slowdown_model
+from ..sim.slowdown import REAL_FROM_RECORD, SlowdownModel, default_slowdown_model
 from .common import (
     EXPERIMENTS,
     Inputs,
@@ -224,23 +224,29 @@ def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
                      f"{np.round(y, 3).tolist()} at load factors {x.tolist()}: widen calibration_loads")
 
 
-def simulation_options(cell: dict, workload: Workload,
-                       philly: dict | None = None) -> tuple[object, dict, Workload, dict]:
+def simulation_options(cell: dict, workload: Workload, philly: dict | None = None,
+                       slowdown="default") -> tuple[object, dict, Workload, dict]:
     """Policy, simulator options, the workload (possibly with convergence points) and per-job extras.
 
     ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the calibrated replay's calibrated ones).
+    ``slowdown``: the replay's own slowdown (:attr:`Inputs.options`'s; on the calibrated replay each job is charged
+    relative to its real placement, :func:`dlcluster.validation.calibrate.replay_slowdown`, None where the replay has
+    none), or ``"default"`` (the Pollux jobs: the default model). Every arm keeps it, so that each experiment's
+    baseline arm is notebook 05's replay (tests/test_experiments.py); the interference experiment adds its
+    scenario's assumed colocation slowdown to it.
     """
     experiment = cell["experiment"]
     philly = dict(philly or {})
     extras = {}
     options = {}
     if experiment in ("locality", "interference"):
-        # they compare placements, so they need the slowdown model (on the calibrated replay, whose real durations
-        # already hold the real placements' slowdown, it comes on top: compare arms, not absolute levels); the
-        # interference experiment adds its scenario's assumed colocation slowdown
-        options["slowdown"] = "default"
+        # they compare placements, so they need the slowdown model: the replay's own (not a second one on top of it,
+        # which would charge a spread job twice: its real duration already holds its real placement's slowdown)
+        options["slowdown"] = slowdown
         if experiment == "interference":
-            options["slowdown"] = default_slowdown_model().with_interference(
+            base = default_slowdown_model() if isinstance(slowdown, str) else \
+                SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
+            options["slowdown"] = base.with_interference(
                 cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
                 f"assumed: scenario {cell.get('interference', 'none')!r}")
     if experiment in ("calibrate", "failures", "early_stop"):
@@ -248,12 +254,14 @@ def simulation_options(cell: dict, workload: Workload,
     elif experiment == "locality":
         relax_after = float(cell.get("relax_after_s") or philly.get("relax_after_s", 180.0))
         long_jobs = cell.get("long_jobs", "as-others")
-        # the calibrated replay's back-off scope (every job size, or gangs only) holds in every arm
-        backoff = philly.get("backoff", "gangs")
+        # the calibrated replay's back-off scope (every job size, or gangs only) and its gangs' own timeout (None: the
+        # arm's) hold in every arm, so that the arm relaxing after the calibrated timeout is notebook 05's replay
+        backoff, gang_relax = philly.get("backoff", "gangs"), philly.get("gang_relax_after_s")
         if long_jobs == "strict":
-            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after, backoff)
+            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after, backoff, gang_relax)
         else:
-            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after, backoff=backoff)
+            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after, backoff=backoff,
+                                 gang_relax_after_s=gang_relax)
         if long_jobs == "migrate":
             options["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=LONG_JOB_S)
         elif long_jobs not in ("as-others", "strict"):
@@ -302,7 +310,13 @@ def run_cell(cell: dict) -> pd.DataFrame:
     inputs = cell_inputs(cell)
     workload = resample_periods(inputs.workload, int(cell["seed"]), float(cell.get("resample_block_days", 0)))
     workload = scale_load(workload, float(cell["load"]), inputs.anchor_s)
-    policy, options, workload, extras = simulation_options(cell, workload, inputs.philly)
+    policy, options, workload, extras = simulation_options(cell, workload, inputs.philly,
+                                                           inputs.options.get("slowdown", "default"))
+    slowdown = {**inputs.options, **options}.get("slowdown")
+    if getattr(slowdown, "real_speed", None) is not None:
+        # the work at ideal speed in each real duration, and where each real placement came from (job_measures)
+        extras["real_speed"] = slowdown.real_speed
+        extras["real_from_record"] = np.asarray(slowdown.real_source, dtype=object) == REAL_FROM_RECORD
     result = simulate(workload, inputs.topology, policy, quotas=inputs.quotas, seed=int(cell["seed"]),
                       **{**inputs.options, **options})
     if inputs.blocks is not None:

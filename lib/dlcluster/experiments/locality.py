@@ -21,8 +21,10 @@ class LongJobsStrictPolicy(PhillyPolicy):
 
     name = "philly-long-strict"
 
-    def __init__(self, long_job_s: float = LONG_JOB_S, relax_after_s: float = 180.0, backoff: str = "gangs"):
-        super().__init__(locality="relax", relax_after_s=relax_after_s, backoff=backoff)
+    def __init__(self, long_job_s: float = LONG_JOB_S, relax_after_s: float = 180.0, backoff: str = "gangs",
+                 gang_relax_after_s: float | None = None):
+        super().__init__(locality="relax", relax_after_s=relax_after_s, backoff=backoff,
+                         gang_relax_after_s=gang_relax_after_s)
         self.long_job_s = float(long_job_s)
 
     def on_wait(self, job, now, sim):

@@ -258,10 +258,11 @@ def run(args, calibrated: Callable | None = None) -> int:
 def calibrated_options(args, inputs: CalibratedInputs) -> dict:
     """The simulator options of the calibrated replay, with what the command line changes on top.
 
-    The calibration's sharing (lending, caps, reclaim), placement and ideal speed (the real durations already
-    hold each job's slowdown) stay; Philly's policy takes the calibrated locality, relax timeout, relax clock and
-    back-off scope, which ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing; a
-    ``--failures`` model replaces the calibrated attempt split.
+    The calibration's sharing (lending, caps, reclaim), placement and slowdown (each job's speed relative to its
+    real placement, whose slowdown its real duration already holds; none where the calibration has none) stay;
+    Philly's policy takes the calibrated locality, relax timeout, relax clock and back-off scope, which
+    ``--locality`` and ``--relax-after`` override; ``--no-lending`` drops the sharing; a ``--failures`` model
+    replaces the calibrated attempt split.
     """
     args = argparse.Namespace(**vars(args))
     if args.relax_after is None:

@@ -93,16 +93,18 @@ class Simulator:
     limits. ``lending``: VCs may use idle GPUs beyond their quota, up to ``max_capacity`` (``{vc: GPUs}``; a VC not
     in it, or None: the whole cluster). ``reclaim``: a :class:`~.sharing.Reclaim` (VCs below their quota preempt
     borrowers), or None. ``slowdown``: "default", None (ideal speed) or a callable ``(gpus_per_server, num_racks,
-    colocated_jobs)``. ``failures``: a :class:`FailureModel` (None: no failures beyond those in the trace's run
-    times). ``retry``: a :class:`RetryPolicy` or preset name. ``early_stop``: end jobs when their loss converged
-    (``converge_frac``). ``migration``: a :class:`dlcluster.sim.migration.Migration` or None.
-    ``restart_overhead_s``: time each attempt after the first spends restoring before it makes progress.
-    ``gang_hold``: a waiting gang holds the free GPUs it wants until it starts or relaxes (:mod:`.gang`).
-    ``user_limits``: a :class:`~.users.UserLimits` (YARN's per-user limits within a VC), or None. ``lending_limit``:
-    a :class:`~.lending.LendingLimit` (each VC lends at most a share of its idle quota), or None. ``heartbeat``: a
-    :class:`~.heartbeat.Heartbeat` (scheduling passes only at cycle ticks), or None. ``gpu_pools``: each job's
-    GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only on that pool's servers and its
-    wait counts that pool's free GPUs; None: one pool. ``progress``: show a tqdm progress bar.
+    colocated_jobs)``; a :class:`~.slowdown.ReplaySlowdown` charges each job relative to its real placement (a speed
+    above 1 where the replay places it better than Philly did). ``failures``: a :class:`FailureModel` (None: no
+    failures beyond those in the trace's run times). ``retry``: a :class:`RetryPolicy` or preset name.
+    ``early_stop``: end jobs when their loss converged (``converge_frac``). ``migration``: a
+    :class:`dlcluster.sim.migration.Migration` or None. ``restart_overhead_s``: time each attempt after the first
+    spends restoring before it makes progress. ``gang_hold``: a waiting gang holds the free GPUs it wants until it
+    starts or relaxes (:mod:`.gang`). ``user_limits``: a :class:`~.users.UserLimits` (YARN's per-user limits within
+    a VC), or None. ``lending_limit``: a :class:`~.lending.LendingLimit` (each VC lends at most a share of its idle
+    quota), or None. ``heartbeat``: a :class:`~.heartbeat.Heartbeat` (scheduling passes only at cycle ticks), or
+    None. ``gpu_pools``: each job's GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only
+    on that pool's servers and its wait counts that pool's free GPUs; None: one pool. ``progress``: show a tqdm
+    progress bar.
     """
 
     #: A preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it
@@ -141,6 +143,11 @@ class Simulator:
         self._colocation = getattr(slowdown, "colocation", "count")
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
+        # a replay of real durations (slowdown.ReplaySlowdown): each job's speed relative to its real placement's
+        real_speed = getattr(slowdown, "real_speed", None)
+        if real_speed is not None and len(real_speed) != len(workload):
+            raise ValueError(f"slowdown: {len(real_speed)} real speeds for {len(workload)} jobs")
+        self._real_speed = None if real_speed is None else [float(v) for v in real_speed]
         if not self.policy.backfill and quotas is not None and lending:
             raise ValueError(f"{self.policy!r} has no backfill (head-of-line blocking per VC): it needs "
                              "lending=False (or quotas=None), so that each VC's queue is decided on its own GPUs")
@@ -549,20 +556,21 @@ class Simulator:
             if not 0 < speed <= 1:
                 raise ValueError(f"slowdown model returned speed {speed!r} for {key}; must be in (0, 1]")
             self._speed_cache[key] = speed
-        return speed
+        return speed if self._real_speed is None else speed / self._real_speed[job.idx]
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
-        """Jobs sharing a server with ``job`` (which just came or went) may change speed."""
+        """Jobs sharing a server with ``job`` (which just came or went) may change speed; a waiting gang holding GPUs
+        there (:mod:`.gang`) runs nothing, so it gets no speed and no end event."""
         if self._ideal or self._colocation == "none":
             return
-        jobs_on, me = self.cluster.jobs_on, job.idx
+        jobs_on, me, running = self.cluster.jobs_on, job.idx, self.running
         if len(job.alloc) == 1:
             neighbours = jobs_on[job.alloc[0][0]]
         else:
             neighbours = dict.fromkeys(o for s, _ in job.alloc for o in jobs_on[s])
         jobs = self.jobs
         for other in neighbours:
-            if other == me:
+            if other == me or other not in running:
                 continue
             o = jobs[other]
             speed = self._speed_of(o)

@@ -43,13 +43,14 @@ class Migration:
         g = job.gpus_now
         if job.min_level != Locality.SERVER or not sim.admissible(job):
             return False
-        free, cap, jobs_on, jobs = cluster.free, cluster.cap, cluster.jobs_on, sim.jobs
+        free, cap, jobs_on, jobs, running = cluster.free, cluster.cap, cluster.jobs_on, sim.jobs, sim.running
         options = []
         for s in range(len(cap)):
             if cap[s] < g:
                 continue
+            # running jobs only: a waiting gang's held GPUs (sim/gang.py) are on the server too, its alloc stale
             movable = sorted(((mask.bit_count(), o) for o, mask in jobs_on[s].items()
-                              if len(jobs[o].alloc) == 1), reverse=True)
+                              if o in running and len(jobs[o].alloc) == 1), reverse=True)
             gained, moves = free[s], []
             for k, o in movable:
                 if gained >= g:

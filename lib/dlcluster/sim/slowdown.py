@@ -21,6 +21,10 @@ any callable ``speed(gpus_per_server, num_racks, colocated_jobs) -> float`` in
   no published value as an input.
 
 The factors multiply: a spread job with neighbours runs at spread x colocated_spread.
+
+**In a replay of real durations** (:class:`ReplaySlowdown`): a real job's duration already holds the speed of the
+placement it really had, so the replay charges only the difference, speed(simulated placement) / speed(real
+placement); a job placed as Philly placed it runs at its real duration, one placed better runs faster than it did.
 """
 
 from __future__ import annotations
@@ -124,6 +128,96 @@ def default_slowdown_model(learning_curves_dir: str | None = None) -> SlowdownMo
             "spread_per_model": per_model,
             "colocated": "none: no real data here measure interference (an experiment passes its assumed factors)",
         })
+
+
+#: Where a job's real placement comes from (:attr:`ReplaySlowdown.real_source`): its own DRE record (the servers it
+#: spanned), or, without a record, the expected speed under DRE's per-size placement shares (labelled as such).
+REAL_FROM_RECORD = "dre record"
+REAL_FROM_SHARES = "dre per-size shares (expected)"
+
+
+def spread_shape(num_gpus: int, num_servers: int) -> list[int]:
+    """``num_gpus`` over ``num_servers`` servers as evenly as they go (a real placement known by its servers only)."""
+    num_servers = max(1, min(int(num_servers), int(num_gpus)))
+    base, extra = divmod(int(num_gpus), num_servers)
+    return [base + 1] * extra + [base] * (num_servers - extra)
+
+
+@dataclass(frozen=True, eq=False)
+class ReplaySlowdown:
+    """A slowdown model for a replay of real durations: job ``i`` runs at ``model.speed(its simulated placement) /
+    real_speed[i]``, the speed of its placement relative to the one it really had (the simulator divides,
+    :meth:`dlcluster.sim.engine.Simulator._speed_of`), so a job placed as in Philly runs at its real duration.
+
+    ``real_speed[i]``: the model's speed of job ``i``'s real placement, without neighbours (no data say who shared
+    its servers); ``real_source[i]``: :data:`REAL_FROM_RECORD` or :data:`REAL_FROM_SHARES`
+    (:func:`real_placement_speeds`). One entry per job of the simulated workload, in its order.
+    """
+
+    model: SlowdownModel
+    real_speed: np.ndarray
+    real_source: np.ndarray
+
+    def __post_init__(self):
+        speed = np.asarray(self.real_speed, dtype=float)
+        if speed.ndim != 1 or len(speed) != len(self.real_source) or not ((speed > 0) & (speed <= 1)).all():
+            raise ValueError("ReplaySlowdown: one real speed in (0, 1] per job, and one source per job")
+
+    def speed(self, gpus_per_server: Sequence[int], num_racks: int, colocated_jobs: int) -> float:
+        """The model's speed of a placement (the simulator divides it by the job's real speed)."""
+        return self.model.speed(gpus_per_server, num_racks, colocated_jobs)
+
+    __call__ = speed
+
+    @property
+    def colocation(self) -> str:
+        return self.model.colocation
+
+    def with_interference(self, colocated_one_server: float, colocated_spread: float,
+                          source: str) -> "ReplaySlowdown":
+        """The same replay under assumed colocation factors (the real speeds, taken without neighbours, stay)."""
+        return replace(self, model=self.model.with_interference(colocated_one_server, colocated_spread, source))
+
+    def shares(self) -> dict:
+        """The share of jobs whose real placement is each source's (for a results key)."""
+        source = np.asarray(self.real_source, dtype=object)
+        return {s: float(np.mean(source == s)) for s in (REAL_FROM_RECORD, REAL_FROM_SHARES)}
+
+
+def real_placement_speeds(model, num_gpus, real_servers, one_server_shares: dict, max_server_gpus: int = 8):
+    """Each job's speed at its real placement under ``model`` and where that placement comes from.
+
+    ``real_servers[i]``: servers job ``i``'s DRE record spanned (< 1 or NaN: no record). With a record: the model's
+    speed of its GPUs spread evenly over those servers, in one rack (DRE names servers, not the replay's racks;
+    the default model charges one factor within and across racks). Without one: the speed whose duration is the
+    expected duration under ``one_server_shares`` (``{size bucket: share of the bucket's DRE records on one server}``),
+    ``1 / (p / speed(one server) + (1 - p) / speed(spread))``; a 1-GPU job is on one server, and a job larger than
+    ``max_server_gpus`` spread, whatever the shares. Returns (speeds, sources)."""
+    from ..trace.schema import size_bucket
+
+    speed = getattr(model, "speed", model)
+    gpus = np.asarray(num_gpus, dtype=np.int64)
+    servers = np.nan_to_num(np.asarray(real_servers, dtype=float), nan=0.0).astype(np.int64)
+    buckets = np.asarray(size_bucket(pd.Series(gpus, dtype=float)).astype(str), dtype=object)
+    out = np.ones(len(gpus), dtype=float)
+    source = np.where(servers >= 1, REAL_FROM_RECORD, REAL_FROM_SHARES).astype(object)
+    cache: dict = {}
+
+    def at(g: int, n: int) -> float:
+        if (g, n) not in cache:
+            cache[(g, n)] = float(speed(spread_shape(g, n), 1, 0))
+        return cache[(g, n)]
+
+    for i, (g, n) in enumerate(zip(gpus.tolist(), servers.tolist(), strict=True)):
+        if n >= 1:
+            out[i] = at(g, n)
+        elif g > 1:
+            p = 0.0 if g > max_server_gpus else float(one_server_shares.get(buckets[i], np.nan))
+            if not 0 <= p <= 1:
+                raise ValueError(f"real_placement_speeds: no one-server share for {buckets[i]}-GPU jobs "
+                                 f"(shares given for {sorted(one_server_shares)})")
+            out[i] = 1.0 / (p / at(g, 1) + (1 - p) / at(g, 2))
+    return out, source
 
 
 def no_slowdown(gpus_per_server: Sequence[int], num_racks: int, colocated_jobs: int) -> float:

@@ -5,8 +5,9 @@ the public node counts, how far VCs may borrow idle GPUs (each VC's maximum
 capacity, a multiple of its quota) and whether a VC below its quota reclaims
 lent GPUs by preemption (:mod:`dlcluster.sim.sharing`), Philly's locality and
 the relax timeout of its back-off, the rack size, the placement strategy, and
-the scheduler latency (:mod:`.latency`). :func:`replay_setup` turns them into the
-simulator's inputs and options, :func:`run_replay` runs them.
+the scheduler latency (:mod:`.latency`). Known, not fitted: the slowdown model, charged to each job relative
+to its real placement (``slowdown``, :func:`replay_slowdown`: one cluster for notebooks 05 and 06).
+:func:`replay_setup` turns them into the simulator's inputs and options, :func:`run_replay` runs them.
 
 The study's later stages live beside this module: :mod:`.latency` (the scheduler
 latency fitted on real waits), :mod:`.measures` (the replay against the real record
@@ -98,6 +99,13 @@ class ReplayParams:
     # rows (vc, size bucket, pool, share) of multi-GPU jobs per GPU type, read off DRE's placements on the fit span
     # (sim/pools.py pool_shares; calibration.start_params)
     pool_shares: tuple = ()
+    # issue 47, one cluster: the slowdown model in the replay (sim/slowdown.py ReplaySlowdown), each job charged
+    # speed(simulated placement) / speed(real placement) on top of its real duration (replay_slowdown)
+    slowdown: bool = False
+    # the fit span's DRE records per size bucket and their share on one server, "2-4:346:0.99422;5-8:..." (a string,
+    # so that it is one value in results.json: real_placement_shares): the real placement of a job without a DRE
+    # record, in expectation (calibration.start_params)
+    real_placement_shares: str = ""
 
     def ingredients(self) -> str:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
@@ -122,6 +130,9 @@ class ReplayParams:
         if self.gpu_pools:
             parts.append("GPU-type pools (multi-GPU jobs by their VC's DRE placements; 1-GPU jobs balancing the "
                          "pools' load, assumed)")
+        if self.slowdown:
+            parts.append("placement slowdown relative to each job's real placement (its DRE record's, else "
+                         "expected from the fit span's DRE shares)")
         return ", ".join(parts) or "none"
 
     def label(self) -> str:
@@ -162,7 +173,8 @@ class ReplayParams:
         timeout and the relax clock where locality does not relax (:mod:`dlcluster.sim.relax`); the relax timeout where
         nothing waits for it (locality ``"any"`` and the back-off only for gangs waiting for locality); the cap factor
         where caps come from demand (``cap_quantile``); every policy option under a policy other than Philly's; the
-        lending limit where nothing is lent (no quotas, or lending off); the pools' shares without pools.
+        lending limit where nothing is lent (no quotas, or lending off); the pools' shares without pools; the real
+        placement shares without the slowdown.
         """
         default = ReplayParams()
         inert = {}
@@ -180,6 +192,8 @@ class ReplayParams:
             inert["lending_share"] = default.lending_share
         if not self.gpu_pools:
             inert["pool_shares"] = default.pool_shares
+        if not self.slowdown:
+            inert["real_placement_shares"] = default.real_placement_shares
         return replace(self, **inert)
 
     @classmethod
@@ -226,7 +240,8 @@ class ReplaySetup:
 
 def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                  params: ReplayParams = ReplayParams(), quota_workload=None, seed: int = 0) -> ReplaySetup:
-    """The simulation of ``replay`` under ``params`` (ideal speed: no slowdown model; see :func:`run_replay`).
+    """The simulation of ``replay`` under ``params`` (with ``params.slowdown``, the replay's slowdown,
+    :func:`replay_slowdown`; else ideal speed, the real durations as they are; see :func:`run_replay`).
 
     ``quota_workload``: the workload whose demand shares out the quotas of the
     VCs without a public node count and sets the caps from demand, and whose
@@ -256,7 +271,8 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     options = sharing_options(params, quotas, topology.total_gpus, np.unique(workload.vc.astype(str)),
                               quota_workload)
     # sampled every minute, as the occupancy record (and the per-minute export) are
-    options.update(placement=placement_option(params), slowdown=None, sample_interval_s=60.0)
+    options.update(placement=placement_option(params), slowdown=replay_slowdown(params, replay) if params.slowdown
+                   else None, sample_interval_s=60.0)
     if params.heartbeat_s is not None:
         options["heartbeat"] = Heartbeat(float(params.heartbeat_s))
     if params.gang_hold:
@@ -273,6 +289,49 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     if params.gpu_pools:
         options["gpu_pools"] = job_pools(params, topology, quota_workload, workload.jobid, seed)
     return ReplaySetup(workload, topology, quotas, policy, options, latency)
+
+
+def real_placement_shares(waits: pd.DataFrame) -> str:
+    """``"bucket:records:share;..."``: per size bucket of the multi-GPU DRE records in ``waits``
+    (:func:`.workload.dre_first_waits`'s table, with ``num_servers``: pass the fit span's only, so that the held-out
+    placements stay unseen by the fit), how many there are and the share on one server (6 decimals), for
+    :attr:`ReplayParams.real_placement_shares` (:func:`placement_shares_of` reads it back)."""
+    rows = []
+    for bucket in ("2-4", "5-8", ">8"):
+        part = waits[waits["bucket"] == bucket]
+        if len(part):
+            rows.append(f"{bucket}:{len(part)}:{round(float((part['num_servers'] == 1).mean()), 6):g}")
+    return ";".join(rows)
+
+
+def placement_shares_of(text: str) -> dict:
+    """``{size bucket: share on one server}`` from :func:`real_placement_shares`'s string."""
+    shares = {}
+    for row in filter(None, text.split(";")):
+        bucket, _records, share = row.rsplit(":", 2)
+        shares[bucket] = float(share)
+    return shares
+
+
+def replay_slowdown(params: ReplayParams, replay: ReplayWorkload, model=None):
+    """The replay's slowdown (:class:`dlcluster.sim.slowdown.ReplaySlowdown`): ``model`` (default: the default
+    slowdown model, fitted to real step times) relative to each job's real placement.
+
+    The real placement is the job's own DRE record's (the servers it spanned) where it has one: the job's own real
+    duration holds that placement's speed, so it is read for every job replayed, held-out span included (it sets only
+    that job's speed; the fit never sees a held-out record, as the fit span's replay stops at its end). Elsewhere it
+    is the expected speed under ``params.real_placement_shares``, DRE's per-size shares read on the fit span only;
+    :meth:`~dlcluster.sim.slowdown.ReplaySlowdown.shares` says how many jobs took which.
+    """
+    from ..sim.slowdown import ReplaySlowdown, default_slowdown_model, real_placement_speeds
+
+    model = default_slowdown_model() if model is None else model
+    if not params.real_placement_shares:
+        raise ValueError("slowdown: real_placement_shares is empty; it holds DRE's per-size placement shares of the "
+                         "fit span (real_placement_shares, set by calibration.start_params)")
+    shares = placement_shares_of(params.real_placement_shares)
+    speed, source = real_placement_speeds(model, replay.workload.num_gpus, replay.servers_spanned(), shares)
+    return ReplaySlowdown(model, speed, source)
 
 
 def job_pools(params: ReplayParams, topology, quota_workload, jobids, seed: int = 0) -> np.ndarray:
@@ -332,10 +391,12 @@ def sharing_options(params: ReplayParams, quotas: dict | None, total_gpus: int, 
 
 def run_replay(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.DataFrame,
                params: ReplayParams = ReplayParams(), seed: int = 0, quota_workload=None) -> Replay:
-    """Simulate the workload on the reconstructed machines with ``params`` (ideal speed: no slowdown model).
+    """Simulate the workload on the reconstructed machines with ``params``.
 
     The service times are the real jobs' durations, which already contain
-    whatever slowdown their placement caused, so no slowdown model is applied.
+    whatever slowdown their placement caused: with ``params.slowdown`` a job is
+    charged only the difference between its simulated and its real placement
+    (:func:`replay_slowdown`), else none (ideal speed).
     Each job enters the queue :func:`scheduler_latency` after its submit (the
     time Philly's scheduler and launcher take before a job can be placed, an
     unknown); the job's wait is still counted from its real submit time.

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..sim.pools import pool_shares
-from .calibrate import ReplayParams, run_replay
+from .calibrate import ReplayParams, real_placement_shares, run_replay
 from .heldout import held_out_figures
 from .latency import fit_overhead_latency
 from .measures import evaluate, in_span, spans
@@ -120,11 +120,14 @@ def start_params(waits: pd.DataFrame, fit_span: tuple, placements: pd.DataFrame 
     latency (:func:`.latency.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
     the DRE records show (:func:`.ingredients.fit_attempt_split`), the fit span as the span caps from demand
     are read on, and (with ``placements`` and ``machines``) the GPU-type pool shares of the fit span's DRE records
-    (:func:`dlcluster.sim.pools.pool_shares`; pools stay off until the search switches them on)."""
-    shares = () if placements is None else pool_shares(placements, machines, in_span(waits, fit_span))
+    (:func:`dlcluster.sim.pools.pool_shares`; pools stay off until the search switches them on); and the slowdown
+    model in the replay, each job charged relative to its real placement, DRE's per-size placement shares read on
+    the fit span only (:func:`.calibrate.replay_slowdown`: one cluster for notebooks 05 and 06)."""
+    fit_waits = in_span(waits, fit_span)
+    shares = () if placements is None else pool_shares(placements, machines, fit_waits)
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span),
                         attempt_split=fit_attempt_split(waits), demand_span=tuple(str(t) for t in fit_span),
-                        pool_shares=shares)
+                        pool_shares=shares, slowdown=True, real_placement_shares=real_placement_shares(fit_waits))
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,19 @@ class ReplayWorkload:
     dre_jobid: np.ndarray           # DRE jobid of the same job, None where it has none
     measure_start: pd.Timestamp
     info: dict = field(default_factory=dict)
+    # servers the job's DRE record spanned (its real placement, for the replay's slowdown), 0 where it has none
+    real_servers: np.ndarray | None = None
+
+    def servers_spanned(self) -> np.ndarray:
+        """:attr:`real_servers`, or 0 for every job where none were read."""
+        return np.zeros(len(self.dre_jobid), dtype=np.int64) if self.real_servers is None else self.real_servers
 
     def take(self, index) -> "ReplayWorkload":
         index = np.asarray(index)
         if index.dtype == bool:
             index = np.flatnonzero(index)
         return ReplayWorkload(self.workload.take(index), self.vc_source[index], self.dre_jobid[index],
-                              self.measure_start, dict(self.info))
+                              self.measure_start, dict(self.info), self.servers_spanned()[index])
 
     def vc_source_shares(self) -> dict:
         counts = pd.Series(self.vc_source).value_counts(sort=False)
@@ -147,8 +153,15 @@ def rfold_replay_workload(trace, alignment: jobsets.Alignment | None = None, see
     replay = ReplayWorkload(workload, source, dre_id, measure_start,
                             {"alignment": alignment.as_dict(), "seed": seed,
                              "dre_records_matched": int(hit.sum()), "dre_records": len(dre),
-                             "pollux_jobs_matched": int((to_pollux >= 0).sum()), "pollux_jobs": len(pollux)})
+                             "pollux_jobs_matched": int((to_pollux >= 0).sum()), "pollux_jobs": len(pollux)},
+                            _record_servers(dre, to_dre))
     return _warm(replay, warmup_days)
+
+
+def _record_servers(dre: pd.DataFrame, to_dre: np.ndarray) -> np.ndarray:
+    """Per job, the servers its matched DRE record spanned (``to_dre``: the record's row or -1); 0 without one."""
+    spanned = pd.to_numeric(dre["num_servers"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+    return np.where(to_dre >= 0, spanned[np.maximum(to_dre, 0)], 0).astype(np.int64)
 
 
 def pollux_replay_workload(trace, warmup_days: float | None = None) -> ReplayWorkload:
@@ -162,7 +175,8 @@ def pollux_replay_workload(trace, warmup_days: float | None = None) -> ReplayWor
     dre_id[hit] = dre["jobid"].to_numpy(dtype=object)[to_dre[hit]]
     source = np.full(len(pollux), "pollux match", dtype=object)
     replay = ReplayWorkload(workload, source, dre_id, trace.occupancy["time"].min(),
-                            {"dre_records_matched": int(hit.sum()), "dre_records": len(dre)})
+                            {"dre_records_matched": int(hit.sum()), "dre_records": len(dre)},
+                            _record_servers(dre, to_dre))
     return _warm(replay, warmup_days)
 
 
@@ -184,7 +198,7 @@ def measurement_window(replay: ReplayWorkload, start: pd.Timestamp, days: float,
     at ``start``; the result's ``measure_start`` is ``start``.
     """
     shifted = ReplayWorkload(replay.workload, replay.vc_source, replay.dre_jobid, pd.Timestamp(start),
-                             dict(replay.info))
+                             dict(replay.info), replay.servers_spanned())
     return first_days(_warm(shifted, warmup_days), days)
 
 
