@@ -52,7 +52,7 @@ from .preemption import PassState, preempt_for
 from .results import SimResult
 from .sampler import Sampler, pending_bucket, progress_bar
 from .sharing import Reclaim, arm_reclaim, reclaim_check, vc_caps
-from .slowdown import default_slowdown_model, no_slowdown
+from .slowdown import default_slowdown_model, no_slowdown, real_speeds
 from .topology import Topology
 from .users import UserLimits, UserState
 from .workload import Workload
@@ -103,8 +103,7 @@ class Simulator:
     a VC), or None. ``lending_limit``: a :class:`~.lending.LendingLimit` (each VC lends at most a share of its idle
     quota), or None. ``heartbeat``: a :class:`~.heartbeat.Heartbeat` (scheduling passes only at cycle ticks), or
     None. ``gpu_pools``: each job's GPU-type pool (a ``gpu_mem`` of the topology; :mod:`.pools`): it is placed only
-    on that pool's servers and its wait counts that pool's free GPUs; None: one pool. ``progress``: show a tqdm
-    progress bar.
+    on that pool's servers and its wait counts that pool's free GPUs; None: one pool. ``progress``: a progress bar.
     """
 
     #: A preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it
@@ -143,11 +142,7 @@ class Simulator:
         self._colocation = getattr(slowdown, "colocation", "count")
         if not callable(self.slowdown):
             raise ValueError("slowdown must be 'default', None, a callable or an object with .speed()")
-        # a replay of real durations (slowdown.ReplaySlowdown): each job's speed relative to its real placement's
-        real_speed = getattr(slowdown, "real_speed", None)
-        if real_speed is not None and len(real_speed) != len(workload):
-            raise ValueError(f"slowdown: {len(real_speed)} real speeds for {len(workload)} jobs")
-        self._real_speed = None if real_speed is None else [float(v) for v in real_speed]
+        self._real_speed = real_speeds(slowdown, len(workload))   # a replay of real durations: relative speeds
         if not self.policy.backfill and quotas is not None and lending:
             raise ValueError(f"{self.policy!r} has no backfill (head-of-line blocking per VC): it needs "
                              "lending=False (or quotas=None), so that each VC's queue is decided on its own GPUs")
@@ -559,8 +554,7 @@ class Simulator:
         return speed if self._real_speed is None else speed / self._real_speed[job.idx]
 
     def _refresh_neighbours(self, job: Job, now: float) -> None:
-        """Jobs sharing a server with ``job`` (which just came or went) may change speed; a waiting gang holding GPUs
-        there (:mod:`.gang`) runs nothing, so it gets no speed and no end event."""
+        """Jobs sharing a server with ``job`` (came or went) may change speed; a waiting gang's held GPUs do not."""
         if self._ideal or self._colocation == "none":
             return
         jobs_on, me, running = self.cluster.jobs_on, job.idx, self.running

@@ -143,6 +143,17 @@ def spread_shape(num_gpus: int, num_servers: int) -> list[int]:
     return [base + 1] * extra + [base] * (num_servers - extra)
 
 
+def real_speeds(slowdown, num_jobs: int) -> list[float] | None:
+    """Each job's real-placement speed that the simulator divides by (a :class:`ReplaySlowdown`'s), checked to be one
+    per job of the workload; None for any other slowdown (speeds are absolute)."""
+    real_speed = getattr(slowdown, "real_speed", None)
+    if real_speed is None:
+        return None
+    if len(real_speed) != num_jobs:
+        raise ValueError(f"slowdown: {len(real_speed)} real speeds for {num_jobs} jobs")
+    return [float(v) for v in real_speed]
+
+
 @dataclass(frozen=True, eq=False)
 class ReplaySlowdown:
     """A slowdown model for a replay of real durations: job ``i`` runs at ``model.speed(its simulated placement) /
