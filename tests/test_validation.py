@@ -527,14 +527,14 @@ def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 
 
 
 def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
-    """14 trials of the default space, asked two at a time: the 7 start points, 3 random start-up trials of
+    """14 trials of the default space, asked two at a time: the 8 start points, 2 random start-up trials of
     Optuna's TPE sampler (10 with the start points), then 4 trials that TPE proposes from the results so far. One
     worker, so that the toy objective records its calls in this process (the trials do not depend on it)."""
     from optuna.samplers import TPESampler
 
     from dlcluster.validation import search as sr
     # Optuna's default start-up, kept
-    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 7
+    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 8
 
     def run(objective, name):
         return sr.search(objective, start, space, n, tmp_path / f"{name}.db", name, seed=3, workers=1)
@@ -562,14 +562,14 @@ def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_
     assert cut_calls == [*calls[:11], *calls[10:]] and resumed_best == best   # trial 10 ran twice
     assert resumed["trial"].tolist() == [*range(10), *range(12, n + 2)]   # numbers 10 and 11 were the lost batch
     pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
-    # Ctrl-C during the first start point: the batch's two start points are queued again after the other five,
+    # Ctrl-C during the first start point: the batch's two start points are queued again after the other six,
     # then the same random start-up trials follow (TPE's later proposals read the trials in their new order, so
     # they may differ: only a lost start point reorders the history)
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
         run(_toy_objective(cut_calls, interrupt_at=0), "d")
     _, resumed = run(_toy_objective(cut_calls), "d")
-    order = [2, 3, 4, 5, 6, 0, 1, 7, 8, 9]
+    order = [2, 3, 4, 5, 6, 7, 0, 1, 8, 9]
     assert cut_calls[:10] == [calls[k] for k in order] and len(cut_calls) == n
     assert resumed["trial"].tolist() == list(range(2, n + 2))
     pd.testing.assert_frame_equal(_as_values(resumed.drop(columns="trial").head(10)),
