@@ -64,8 +64,9 @@ def test_the_table_shows_the_calibrated_replay_the_null_model_and_the_best_row_o
     assert [out.met_count(c) for c in out.values.columns] == [4, 4, 5, 5]
     # the null model meets the median ratio (1.2 <= 1.5) and the p90 (1.9 <= 2), misses busy servers (9 > 5)
     null = out.met["no contention, fitted latency"]
-    what = {key: w for w, (key) in zip(out.values.index, sc.TARGETS)}
-    assert null[what["max_median_ratio"]] and null[what["max_p90_ratio"]] and not null[what["busy_servers_mae_pp_complete"]]
+    what = dict(zip(sc.TARGETS, out.values.index, strict=True))
+    assert null[what["max_median_ratio"]] and null[what["max_p90_ratio"]]
+    assert not null[what["busy_servers_mae_pp_complete"]]
     assert out.headline() == ("The calibrated replay meets 4 of 9 held-out targets (the best other row shown, best "
                               "best fit: best fit without packing rules, meets 5).")
     shown = out.shown()
@@ -78,7 +79,7 @@ def test_the_sentence_says_where_the_mechanism_beats_the_fitted_distribution_and
     table, params = ablation()
     out = sc.targets_table(table, params)
     closer = out.comparison["closer"]
-    what = dict(zip(sc.TARGETS, out.values.index))
+    what = dict(zip(sc.TARGETS, out.values.index, strict=True))
     # mechanism closer: busy servers (4 vs 9; only the replay meets it) and the latency share (0.01 vs 0.9)
     assert closer[what["busy_servers_mae_pp_complete"]] == "mechanism"
     assert closer[what["latency_only_wait_share"]] == "mechanism"
@@ -99,7 +100,7 @@ def test_a_missing_figure_is_not_met_and_not_compared_and_a_table_without_the_nu
     out = sc.targets_table(table.drop(index=sc.NULL_ROW), {k: v for k, v in params.items() if k != sc.NULL_ROW})
     assert "no contention, fitted latency" not in out.values.columns
     assert out.sentence.startswith("The model without a mechanism") and out.comparison.empty
-    assert not out.met.iloc[:, 0][dict(zip(sc.TARGETS, out.values.index))["fig3_median_ks"]]
+    assert not out.met.iloc[:, 0][dict(zip(sc.TARGETS, out.values.index, strict=True))["fig3_median_ks"]]
     assert out.shown().iloc[list(sc.TARGETS).index("fig3_median_ks"), 1] == "n/a"
     with pytest.raises(ValueError, match="no row 'calibrated'"):
         sc.targets_table(table.drop(index="calibrated"), params)
