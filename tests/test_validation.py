@@ -388,9 +388,12 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     same = [c for c in first.trials.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(first.trials[same], fresh.trials[same])
     assert fresh.params == first.params and pd.Series(fresh.held_out).equals(pd.Series(first.held_out))
-    # the best trial is the lowest objective, and the calibrated params are its values
-    best = first.trials.loc[first.trials["objective"].idxmin()]
+    # the best trial is the first feasible placement (else the closest), then the lowest objective; the calibrated
+    # params are its values, and how close it came to the constraint is recorded
+    from dlcluster.validation import search as sr
+    best = sr.best_trial(first.trials)
     assert first.params.relax_after_s == best["relax_after_s"]
+    assert first.constraint["violation"] <= best["violation"] + 1e-12 and first.constraint["trials"] == 3
     # read back from the cache, never searched again: numbers spelt differently (60 for 60.0, 2.0 days for 2) are the
     # same calibration
     def no_search(*args, **kwargs):
