@@ -90,8 +90,14 @@ def rerun(doc):
     before = (earlier / (earlier + waits["run_time_s"]))[retried]
     split = tuple(round(float(v), 6) for v in (retried.mean(), *np.quantile(before, np.linspace(0, 1, 21))))
     assert r["dre.retried_share.reconstructed"] == pytest.approx(retried.mean(), rel=1e-12)   # not rounded
+    # the servers DRE's records of the fit span ran on, kept in service first (issue 47), by hand; the pools' shares
+    # of the same records (sim/pools.py, tested on its own)
+    from dlcluster.sim.pools import pool_shares
+    fit_records = waits[(waits["submitted"] >= span["fit"][0]) & (waits["submitted"] < span["fit"][1])]
+    seen = tuple(sorted(set(pub.placements.loc[pub.placements["jobid"].isin(fit_records["jobid"]), "machine"])))
     params = vc.ReplayParams(**fields, latency_mixture=mixture, attempt_split=split,
-                             demand_span=tuple(str(t) for t in span["fit"]))
+                             demand_span=tuple(str(t) for t in span["fit"]), servers_seen=seen,
+                             pool_shares=pool_shares(pub.placements, pub.machines, fit_records))
     rep = vc.run_replay(replay, pub.machines, pub.vc_quotas, params)
     return {"pub": pub, "replay": replay, "waits": waits, "params": params, "span": span, "rep": rep, "dre": dre}
 
