@@ -338,7 +338,7 @@ def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFra
                      "busy_servers_mae_pp": ev.busy_servers_mae_pp,
                      "allocation_shortfall_pp": ev.allocation_shortfall_pp,
                      "log_median_error": ev.log_median_error, "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks,
-                     "spanned_ks": ev.spanned_ks})
+                     "spanned_ks": ev.spanned_ks, "violation": ev.violation})
     return pd.DataFrame(rows).set_index(["parameter", "moved"])
 
 

@@ -6,8 +6,10 @@ count, the GPU allocation against its real lower bound, first-attempt waits job 
 job against the DRE complete records (median, p90, KS per size bucket and per VC),
 servers spanned against DRE's placements, the waiting by cause and the preemptions.
 :func:`evaluate` is the calibration's objective on one span: the occupancy error in
-percentage points plus ``delay_weight`` x (mean |ln replay/real| of the median and
-of the p90 first-attempt wait per size bucket + their mean KS distance).
+percentage points plus the weighted wait terms (mean |ln replay/real| of the median
+and of the p90 first-attempt wait per size bucket, waits floored at a minute, and
+their mean KS distance; the weights and why: :data:`MEDIAN_WEIGHT`), with the
+placement constraint's violation beside it (:func:`constraint_violation`).
 """
 
 from __future__ import annotations
