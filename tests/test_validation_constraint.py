@@ -70,6 +70,20 @@ def test_with_none_feasible_the_closest_is_kept_and_how_close_is_recorded():
     assert (summary["spanned_ks_limit"], summary["one_server_gap_limit_pp"]) == (0.2, 10.0)
 
 
+def test_violations_within_one_step_are_ties_the_objective_decides():
+    # 0.020 and 0.031 are both one step (0.05) from feasible: the lower objective is kept; 0.051 is two steps
+    assert [sr.stepped_violation(v) for v in (0.0, 0.02, 0.031, 0.05, 0.051)] == [0.0, 0.05, 0.05, 0.05, 0.1]
+    trials = trials_table([(0, 62.2, 0.020, 0.12, 12.0),
+                           (1, 31.2, 0.031, 0.13, 13.1),     # kept: as close, to the step, and a lower objective
+                           (2, 20.0, 0.051, 0.13, 15.1)])
+    assert sr.best_trial(trials)["trial"] == 1
+    assert sr.constraint_summary(trials)["violation"] == 0.031    # how close, unrounded
+    # TPE is told the same order: the objective plus 10,000 per unit of stepped violation
+    told = [sr.told_value(measures.Evaluation(0, 0, 0, 0, 0, 0, obj, 0, 0, v)) for _, obj, v, _, _ in
+            trials.itertuples(index=False)]
+    assert told == pytest.approx([562.2, 531.2, 1020.0]) and sr.told_value(measures.Evaluation(*[0] * 6, 7.5)) == 7.5
+
+
 def test_the_search_keeps_the_best_feasible_trial_not_the_best_objective(tmp_path):
     """A toy objective lowest at relax 300 s, whose placement is feasible only from 600 s: the search keeps the
     feasible trial with the lowest objective, and TPE is told the violation as its constraint."""
@@ -118,3 +132,16 @@ def test_servers_seen_in_use_are_kept_in_service_first():
     kept = in_service(SIX, 2, 16, seen=("s2", "s3", "s4", "s5"))
     assert kept.server_names == ("s3", "s5") and kept.gpu_mem == ("12GB", "24GB")
     assert kept.excluded["servers out of service (assumed)"] == 4
+
+
+def test_the_ablation_shows_the_service_rule_before_the_servers_seen_were_kept_first():
+    from dlcluster.validation import heldout
+
+    best = vc.ReplayParams(servers_in_service=360, servers_seen=("s2", "s4"))
+    rows = heldout.ingredient_variants(best)
+    assert rows[heldout.SPREAD_SERVICE_ROW] == vc.ReplayParams(servers_in_service=360)
+    # nothing to switch where every listed server is in service, or none was seen
+    assert heldout.SPREAD_SERVICE_ROW not in heldout.ingredient_variants(vc.ReplayParams(servers_seen=("s2",)))
+    assert heldout.SPREAD_SERVICE_ROW not in heldout.ingredient_variants(vc.ReplayParams(servers_in_service=360))
+    # the seen servers cannot act without a count in service: the same replay
+    assert vc.ReplayParams(servers_seen=("s2",)).effective() == vc.ReplayParams()
