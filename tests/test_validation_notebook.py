@@ -192,8 +192,12 @@ def test_calibration_beats_the_settings_it_starts_from(doc, rerun):
         rep = vc.run_replay(fit_part, pub.machines, pub.vc_quotas, candidate, quota_workload=rerun["replay"].workload)
         return violation_by_hand(rep, waits, span["fit"]), objective_by_hand(rep, pub, waits, span["fit"])
 
+    def step(violation: float) -> int:
+        """Violations are compared in steps of 0.05 (within a step, the objective decides)."""
+        return 0 if violation <= 1e-12 else math.ceil(round(violation / 0.05, 6))
+
     def no_worse(a, b) -> bool:
-        return a[0] < b[0] - 1e-9 or (abs(a[0] - b[0]) <= 1e-9 and a[1] <= b[1] + 1e-9)
+        return step(a[0]) < step(b[0]) or (step(a[0]) == step(b[0]) and a[1] <= b[1] + 1e-9)
 
     start = replace(params, max_capacity_factor=None, reclaim_after_s=None, relax_after_s=180.0, locality="relax",
                     placement="most_free", rack_size=16, unknown_vc_quota="none", servers_in_service=None,
