@@ -388,9 +388,12 @@ def test_cached_calibration_equals_a_fresh_one(public_trace, tmp_path, monkeypat
     same = [c for c in first.trials.columns if c != "wall_s"]
     pd.testing.assert_frame_equal(first.trials[same], fresh.trials[same])
     assert fresh.params == first.params and pd.Series(fresh.held_out).equals(pd.Series(first.held_out))
-    # the best trial is the lowest objective, and the calibrated params are its values
-    best = first.trials.loc[first.trials["objective"].idxmin()]
+    # the best trial is the first feasible placement (else the closest), then the lowest objective; the calibrated
+    # params are its values, and how close it came to the constraint is recorded
+    from dlcluster.validation import search as sr
+    best = sr.best_trial(first.trials)
     assert first.params.relax_after_s == best["relax_after_s"]
+    assert first.constraint["violation"] <= best["violation"] + 1e-12 and first.constraint["trials"] == 3
     # read back from the cache, never searched again: numbers spelt differently (60 for 60.0, 2.0 days for 2) are the
     # same calibration
     def no_search(*args, **kwargs):
@@ -527,14 +530,14 @@ def _toy_objective(calls: list, interrupt_at: int | None = None, shift: float = 
 
 
 def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_path):
-    """14 trials of the default space, asked two at a time: the 7 start points, 3 random start-up trials of
+    """14 trials of the default space, asked two at a time: the 8 start points, 2 random start-up trials of
     Optuna's TPE sampler (10 with the start points), then 4 trials that TPE proposes from the results so far. One
     worker, so that the toy objective records its calls in this process (the trials do not depend on it)."""
     from optuna.samplers import TPESampler
 
     from dlcluster.validation import search as sr
     # Optuna's default start-up, kept
-    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 7
+    assert TPESampler()._n_startup_trials == 10 < 14 and sr.BATCH == 2 and len(sr.START_POINTS) == 8
 
     def run(objective, name):
         return sr.search(objective, start, space, n, tmp_path / f"{name}.db", name, seed=3, workers=1)
@@ -562,14 +565,14 @@ def test_the_tpe_phase_is_deterministic_and_resumes_as_if_never_interrupted(tmp_
     assert cut_calls == [*calls[:11], *calls[10:]] and resumed_best == best   # trial 10 ran twice
     assert resumed["trial"].tolist() == [*range(10), *range(12, n + 2)]   # numbers 10 and 11 were the lost batch
     pd.testing.assert_frame_equal(resumed.drop(columns="trial"), trials.drop(columns="trial"))
-    # Ctrl-C during the first start point: the batch's two start points are queued again after the other five,
+    # Ctrl-C during the first start point: the batch's two start points are queued again after the other six,
     # then the same random start-up trials follow (TPE's later proposals read the trials in their new order, so
     # they may differ: only a lost start point reorders the history)
     cut_calls = []
     with pytest.raises(KeyboardInterrupt):
         run(_toy_objective(cut_calls, interrupt_at=0), "d")
     _, resumed = run(_toy_objective(cut_calls), "d")
-    order = [2, 3, 4, 5, 6, 0, 1, 7, 8, 9]
+    order = [2, 3, 4, 5, 6, 7, 0, 1, 8, 9]
     assert cut_calls[:10] == [calls[k] for k in order] and len(cut_calls) == n
     assert resumed["trial"].tolist() == list(range(2, n + 2))
     pd.testing.assert_frame_equal(_as_values(resumed.drop(columns="trial").head(10)),
@@ -730,7 +733,7 @@ def test_sensitivity_reuses_the_ablation_replays_with_the_same_parameters(monkey
     variants = {"no locality": (replay, any_locality), "Pollux workload": (other, any_locality),
                 "not run": (replay, replace(best, rack_size=32))}
     known = heldout.ablation_evaluations(table, variants, replay)
-    assert known == [(any_locality, measures.Evaluation(7.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0))]   # same workload, and run
+    assert known == [(any_locality, measures.Evaluation(*[7.0] * 10))]   # same workload, and run
     sens = heldout.sensitivity(best, replay, None, None, None, None, None, None, workers=1, calibrated=best,
                           evaluated=known)
     moves = [params for _, _, params in heldout._moves(best)]

@@ -79,6 +79,9 @@ class ReplayParams:
     # the ingredients of issue 29, each a model option of the simulator (sim/service.py, capacity.py, backoff.py,
     # gang.py, users.py, attempts.py); the defaults leave each out
     servers_in_service: int | None = None    # None: every listed server; N: N of them (VC quotas scaled with them)
+    # issue 47: names of the servers DRE's placements on the fit span used, kept in service first (sim/service.py;
+    # calibration.start_params); (): the plain rule
+    servers_seen: tuple = ()
     # each VC's maximum capacity = this quantile of its own offered demand over demand_span (replaces the factor)
     cap_quantile: float | None = None
     demand_span: tuple = ()                  # (begin, end), ISO UTC: where caps from demand are read (the fit span)
@@ -111,7 +114,9 @@ class ReplayParams:
         """The issue-29 ingredients switched on, in words ("none" when every one is off)."""
         parts = []
         if self.servers_in_service is not None:
-            parts.append(f"{self.servers_in_service} servers in service")
+            parts.append(f"{self.servers_in_service} servers in service" +
+                         (f" ({len(self.servers_seen)} seen in use on the fit span kept first)"
+                          if self.servers_seen else ""))
         if self.cap_quantile is not None:
             parts.append(f"caps at the {self.cap_quantile:.2f} quantile of each VC's demand")
         if self.backoff != "gangs":
@@ -194,6 +199,8 @@ class ReplayParams:
             inert["pool_shares"] = default.pool_shares
         if not self.slowdown:
             inert["real_placement_shares"] = default.real_placement_shares
+        if self.servers_in_service is None:
+            inert["servers_seen"] = default.servers_seen
         return replace(self, **inert)
 
     @classmethod
@@ -202,6 +209,7 @@ class ReplayParams:
         mixture = tuple(tuple(row) for row in fields.get("latency_mixture", ()))
         return cls(**{**fields, "latency_mixture": mixture, "demand_span": tuple(fields.get("demand_span", ())),
                       "attempt_split": tuple(fields.get("attempt_split", ())),
+                      "servers_seen": tuple(fields.get("servers_seen", ())),
                       "pool_shares": tuple(tuple(row) for row in fields.get("pool_shares", ()))})
 
 
@@ -255,7 +263,7 @@ def replay_setup(replay: ReplayWorkload, machines: pd.DataFrame, vc_table: pd.Da
     """
     listed = topology_from_machines(machines, params.rack_size)
     topology = listed if params.servers_in_service is None else \
-        in_service(listed, int(params.servers_in_service), params.rack_size)
+        in_service(listed, int(params.servers_in_service), params.rack_size, params.servers_seen)
     quota_workload = replay.workload if quota_workload is None else quota_workload
     quotas = vc_quotas(vc_table, quota_workload, listed.total_gpus, params.unknown_vc_quota) \
         if params.quotas else None

@@ -29,7 +29,7 @@ from .measures import evaluate, in_span, spans
 from .ingredients import fit_attempt_split
 from .replay import Replay
 from .scorecard import scorecard, scorecard_text
-from .search import DEFAULT_SPACE, check_space, polish, search
+from .search import DEFAULT_SPACE, best_trial, check_space, constraint_summary, polish, search
 from .workload import ReplayWorkload
 
 #: Modules whose source is the code version of a cached calibration.
@@ -65,6 +65,8 @@ class Calibration:
     folder: str | None = None
     # the one-at-a-time check on the fit span (:func:`.search.polish`'s last round): every single move of a fitted value
     optimality: pd.DataFrame | None = None
+    # how close the kept set came to the placement constraint on the fit span (:func:`.search.constraint_summary`)
+    constraint: dict | None = None
 
     def calibrated_replay(self) -> Replay:
         """The replay the held-out figures were measured on: ``replay`` with ``params`` on the trace's machines and
@@ -120,14 +122,19 @@ def start_params(waits: pd.DataFrame, fit_span: tuple, placements: pd.DataFrame 
     latency (:func:`.latency.fit_overhead_latency` on the fit span's real waits), the jobs split into the attempts
     the DRE records show (:func:`.ingredients.fit_attempt_split`), the fit span as the span caps from demand
     are read on, and (with ``placements`` and ``machines``) the GPU-type pool shares of the fit span's DRE records
-    (:func:`dlcluster.sim.pools.pool_shares`; pools stay off until the search switches them on); and the slowdown
-    model in the replay, each job charged relative to its real placement, DRE's per-size placement shares read on
-    the fit span only (:func:`.calibrate.replay_slowdown`: one cluster for notebooks 05 and 06)."""
-    fit_waits = in_span(waits, fit_span)
-    shares = () if placements is None else pool_shares(placements, machines, fit_waits)
+    (:func:`dlcluster.sim.pools.pool_shares`; pools stay off until the search switches them on), and the servers
+    those records used, kept in service first where the servers in service are searched (:mod:`dlcluster.sim.service`;
+    the held-out span's placements stay unseen); and the slowdown model in the replay, each job charged relative to
+    its real placement, DRE's per-size placement shares read on the fit span only (:func:`.calibrate.replay_slowdown`:
+    one cluster for notebooks 05 and 06)."""
+    fit_records = in_span(waits, fit_span)
+    shares = () if placements is None else pool_shares(placements, machines, fit_records)
+    seen = () if placements is None else tuple(sorted(
+        map(str, placements.loc[placements["jobid"].isin(set(fit_records["jobid"])), "machine"].unique())))
     return ReplayParams(locality="relax", relax_after_s=180.0, latency_mixture=fit_overhead_latency(waits, fit_span),
                         attempt_split=fit_attempt_split(waits), demand_span=tuple(str(t) for t in fit_span),
-                        pool_shares=shares, slowdown=True, real_placement_shares=real_placement_shares(fit_waits))
+                        pool_shares=shares, servers_seen=seen, slowdown=True,
+                        real_placement_shares=real_placement_shares(fit_records))
 
 
 @dataclass(frozen=True)
@@ -224,7 +231,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     return Calibration(ReplayParams.from_dict(stored["params"]), pd.DataFrame(stored["trials"]),
                        {k: tuple(pd.Timestamp(t) for t in v) for k, v in stored["spans"].items()},
                        {**stored["held_out"], "complete_until": pd.Timestamp(stored["held_out"]["complete_until"])},
-                       settings, key, str(folder), pd.DataFrame(stored["optimality"]))
+                       settings, key, str(folder), pd.DataFrame(stored["optimality"]), stored.get("constraint"))
 
 
 def _replay_path(folder: Path, key: str) -> Path:
@@ -270,8 +277,14 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     best, trials = search(objective, start_params(waits, span["fit"], pub.placements, pub.machines), space, n_trials,
                           folder / f"calibration-{key}.db", key, seed)
-    # a search that reaches its optimum: the best moved one value at a time until no single move improves it
-    best, optimality = polish(objective, best, space, best_objective=float(trials["objective"].min()))
+    # a search that reaches its optimum: the best moved one value at a time until no single move improves it (the
+    # best as the search ranks it: feasible placement first, then the objective)
+    kept = best_trial(trials)
+    best, optimality = polish(objective, best, space, best_objective=float(kept["objective"]),
+                              best_violation=float(kept["violation"]))
+    # how close the polished best came to the placement constraint (its evaluation: the polish's row "best" if no move
+    # improved, else the move taken, whose parts are evaluated once more here only if it was not a trial)
+    constraint = constraint_summary(trials, _evaluation_fields(objective, best, trials, space))
     rfold = pub.rfold_jobs
     horizon = jobsets.completeness_horizon(jobsets.offsets_to_utc(rfold["arrival_offset_s"],
                                                                   inputs.alignment.origin_local),
@@ -289,8 +302,23 @@ def _calibrate(settings: dict, key: str, path: Path) -> None:
     atomic_write_text(path, json.dumps({
         "params": asdict(best), "trials": trials.replace({np.nan: None}).to_dict(orient="list"),
         "spans": {k: [str(t) for t in v] for k, v in span.items()},
-        "optimality": optimality.replace({np.nan: None}).to_dict(orient="list"),
+        "optimality": optimality.replace({np.nan: None}).to_dict(orient="list"), "constraint": constraint,
         "held_out": {**held, "complete_until": str(held["complete_until"])}, "settings": settings}, indent=1))
+
+
+def _evaluation_fields(objective, best: ReplayParams, trials: pd.DataFrame, space: dict) -> dict:
+    """The placement fields of ``best``'s evaluation: read from the trial with the same parameters, else evaluated."""
+    names = [n for n in space if n in trials.columns]
+    for row in trials.to_dict(orient="records"):
+        if all(_same(row[n], getattr(best, n)) for n in names):
+            return row
+    return asdict(objective(best))
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None or (isinstance(a, float) and np.isnan(a)):
+        return (a is None or (isinstance(a, float) and np.isnan(a))) and b is None
+    return a == b
 
 
 def calibrated_replay_inputs(trace: str = "public", cache_dir=None):

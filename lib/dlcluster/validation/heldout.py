@@ -73,6 +73,8 @@ def held_out_figures(rep: Replay, occupancy: pd.DataFrame, real_waits: pd.DataFr
 #: YARN's defaults for the per-user limits of a queue: a user may hold up to the queue's capacity (user-limit-factor 1),
 #: and shares it with the other active users down to 100% (minimum-user-limit-percent: no floor below an equal share)
 YARN_USER_LIMITS = {"user_limit_factor": 1.0, "minimum_user_limit_percent": 100.0}
+#: The ablation row of the servers out of service spread over every listed server, those seen in use included
+SPREAD_SERVICE_ROW = "servers out of service spread over all listed (none kept for being seen in use)"
 #: The ablation row of each back-off scope (sim/backoff.py)
 BACKOFF_ROWS = {"gangs": "back-off for gangs only", "every": "back-off for every size",
                 "borrowers": "back-off for jobs that would borrow"}
@@ -90,10 +92,10 @@ ABLATION_LENDING_SHARE = 0.5
 def ingredient_variants(best: ReplayParams) -> dict:
     """Each issue-29 ingredient switched the other way from the calibrated parameters: ``{row name: params}``.
 
-    Servers in service (all listed, or the record's 420), each VC's cap from its demand (or one factor), the
-    back-off for every size, gang holds, user limits (YARN's defaults; users named by bursts: an assumption the data
-    cannot support) and the attempt split; then issue 38's placement (:func:`placement_variants`) and waiting
-    (:func:`waiting_variants`) candidates.
+    Servers in service (all listed, or the record's 420, or without the servers seen in use kept first), each VC's
+    cap from its demand (or one factor), the back-off for every size, gang holds, user limits (YARN's defaults; users
+    named by bursts: an assumption the data cannot support) and the attempt split; then issue 38's placement
+    (:func:`placement_variants`) and waiting (:func:`waiting_variants`) candidates.
     """
     rows = {}
     if best.servers_in_service is not None:
@@ -101,6 +103,9 @@ def ingredient_variants(best: ReplayParams) -> dict:
     if best.servers_in_service != RECORD_SERVERS:
         rows[f"{RECORD_SERVERS} servers in service (the record's count)"] = replace(
             best, servers_in_service=RECORD_SERVERS)
+    if best.servers_in_service is not None and best.servers_seen:
+        # issue 47: the rule before the servers seen in use were kept first (sim/service.py)
+        rows[SPREAD_SERVICE_ROW] = replace(best, servers_seen=())
     if best.cap_quantile is not None:
         rows["one cap factor for every VC (no caps from demand)"] = replace(best, cap_quantile=None)
     else:
@@ -343,7 +348,7 @@ def sensitivity(best: ReplayParams, replay: ReplayWorkload, machines: pd.DataFra
                      "busy_servers_mae_pp": ev.busy_servers_mae_pp,
                      "allocation_shortfall_pp": ev.allocation_shortfall_pp,
                      "log_median_error": ev.log_median_error, "log_p90_error": ev.log_p90_error, "mean_ks": ev.mean_ks,
-                     "spanned_ks": ev.spanned_ks})
+                     "spanned_ks": ev.spanned_ks, "violation": ev.violation})
     return pd.DataFrame(rows).set_index(["parameter", "moved"])
 
 
