@@ -73,8 +73,9 @@ DEFAULT_SPACE = {
     "gang_whole_servers": [True, False],
     # issue 38: each job within one GPU type's servers (sim/pools.py; off: one pool)
     "gpu_pools": [False, True],
-    # TODO(issue 47, coordinator): add "relax_clock" (YARN's clock: the relax timer runs only while the job has
-    # headroom) once helper `clock` lands it as a ReplayParams field (branch wt-clock); it had not landed here.
+    # issue 47: the relax clock as YARN counts it (runs only while the job has headroom: sim/policies/base.py) or from
+    # the job's first pass (the simulator's clock before)
+    "relax_clock": ["headroom", "first_pass"],
     "rack_size": [16, 32],
     # issue 29's ingredients: servers in service (the 420 of the occupancy record as the bound; off: all 539),
     # each VC's cap from its own demand (off: the one factor above), the back-off scope, gang holds
