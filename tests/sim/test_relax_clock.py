@@ -120,3 +120,32 @@ def test_the_per_size_table_says_how_the_stretches_ended():
     assert (row["relaxed_h"] * 3600, row["contended_h"] * 3600, row["placed_h"]) == pytest.approx((20, 10, 0))
     assert row["relaxed_share"] == pytest.approx(2 / 3)
     assert endings.loc["1", "fragmented"] == 0
+
+
+def test_the_headroom_clock_stops_at_the_loosest_level():
+    """A job relaxed to ANYWHERE keeps no time left: else the causes, seeing headroom and no timer, armed it again
+    and every timeout moved it one level past ANYWHERE for as long as it waited (an arm whose queue grows, like
+    notebook 06's dedicated servers, then spent minutes on relax events)."""
+    from types import SimpleNamespace
+
+    from dlcluster.sim.jobs import Cause
+    from dlcluster.sim.placement import Locality
+
+    class Sim:
+        def set_level(self, job, level, now):
+            job.level = level
+
+        def schedule(self, *args):
+            self.scheduled.append(args)
+
+    sim, policy = Sim(), PhillyPolicy(relax_after_s=30, relax_clock="headroom")
+    sim.scheduled = []
+    job = SimpleNamespace(level=int(Locality.RACK), min_level=int(Locality.SERVER), relax_due=None, relax_left=30.0,
+                          cause=int(Cause.FRAGMENTATION), wait_token=0, num_gpus=2, gpus_now=2)
+    policy.on_relax(job, 100.0, sim)
+    assert job.level == int(Locality.ANYWHERE) and job.relax_left is None and job.relax_due is None
+    assert sim.scheduled == []
+    # one level below, the next level's clock starts at once (the job has headroom)
+    job.level, job.relax_left = int(Locality.SERVER), 30.0
+    policy.on_relax(job, 100.0, sim)
+    assert job.level == int(Locality.RACK) and job.relax_due == 130.0 and len(sim.scheduled) == 1

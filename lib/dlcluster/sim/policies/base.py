@@ -130,6 +130,8 @@ class SchedulingPolicy:
                 job.relax_left = timeout
                 if job.cause is not None and job.cause != _FAIR_SHARE:
                     self.arm_relax(job, now, sim)
+        else:   # no looser level: the clock stops (left set, the causes would arm it again past ANYWHERE)
+            job.relax_left = None
 
     def arm_relax(self, job, now: float, sim) -> None:
         """Start (or resume) ``job``'s relax timer with the time it has left (``relax_clock="headroom"``)."""
