@@ -188,3 +188,16 @@ def test_the_findings_command_prints_the_block_it_would_write(capsys):
     printed = capsys.readouterr().out
     assert printed.strip() == fd.readme_block(fd.golden_findings())
     assert printed.startswith(fd.README_BEGIN) and "48 claims of the paper" in printed
+
+
+def test_notebook_05s_findings_open_with_its_headline_read_from_its_results(tmp_path):
+    """Its first screen says how many held-out targets the replay meets (issue 49): the runner puts the headline the
+    notebook wrote first under "Findings"; a notebook with no headline key gets none."""
+    five, one = _executed(tmp_path, "05-simulator-validation"), _executed(tmp_path, "01-locality-queueing")
+    line = "The calibrated replay meets 3 of 9 held-out targets."
+    _results(tmp_path, "05-simulator-validation", {"validation.targets_table.headline": line})
+    _results(tmp_path, "01-locality-queueing", {"validation.targets_table.headline": "not 01's"})
+    assert fd.headline(five) == line and fd.headline(one) == ""
+    text = fd.with_findings(five, findings(scorecard(tmp_path))).cells[1].source
+    assert text.startswith(f"## Findings\n\n**{line}**\n\n")
+    assert "not 01's" not in fd.with_findings(one, findings(scorecard(tmp_path))).cells[1].source

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import verdicts as vd
+from .notebook import read_results_json
 
 #: The tag of the markdown cell under each notebook's title that the report runner fills with its findings.
 FINDINGS_TAG = "findings"
@@ -145,8 +146,23 @@ def _escape_md(text) -> str:
     return str(text).replace("*", r"\*").replace("_", r"\_").replace("<", "&lt;")
 
 
-def findings_markdown(table: pd.DataFrame, stem: str) -> str:
-    """The findings cell of notebook ``stem``: each of its claims with its label and why (generated)."""
+#: A notebook whose first line under "Findings" is its own headline, read from its results (the key, per notebook):
+#: notebook 05's "k of 9 held-out targets met" (issue 49: its first screen says how many targets the replay meets).
+HEADLINES = {"05-simulator-validation": "validation.targets_table.headline"}
+
+
+def headline(executed: Path) -> str:
+    """The headline :data:`HEADLINES` names for an executed notebook, from its ``results.json``; '' when none."""
+    key = HEADLINES.get(executed.stem)
+    path = executed.with_suffix("") / "results.json"
+    if key is None or not path.exists():
+        return ""
+    return str(read_results_json(path).get("results", {}).get(key) or "")
+
+
+def findings_markdown(table: pd.DataFrame, stem: str, first_line: str = "") -> str:
+    """The findings cell of notebook ``stem``: its headline (``first_line``, in bold), then each of its claims with its
+    label and why (generated)."""
     rows = notebook_findings(table, stem)
     sections = [s for s, (_, nb) in SECTIONS.items() if nb == stem]
     claims = (f"claim of section {', '.join(sections)} of the paper" if sections else
@@ -156,7 +172,7 @@ def findings_markdown(table: pd.DataFrame, stem: str) -> str:
              "data allow: **reproduced** or **differs** (like for like), **holds / does not hold / not shown on** a "
              "named public selection (a direction, with its interval and n), **on a selection, ours is X** (the "
              "same quantity on another selection, and how it differs), or **cannot be tested**, and why.*")
-    head = ["## Findings", "", intro, ""]
+    head = ["## Findings", "", *([f"**{first_line}**", ""] if first_line else []), intro, ""]
     if rows.empty:
         return "\n".join([*head, "No claim of the paper rests on this notebook's results."])
     return "\n".join([*head, f"{tally(rows)} (of {len(rows)})", "",
@@ -257,7 +273,7 @@ def with_findings(executed: Path, table: pd.DataFrame):
     cells = [c for c in nb.cells if FINDINGS_TAG in c.get("metadata", {}).get("tags", [])]
     if not cells:
         return None
-    text = findings_markdown(table, executed.stem)
+    text = findings_markdown(table, executed.stem, headline(executed))
     if cells[0].source == text:
         return None
     cells[0].source = text
