@@ -58,7 +58,8 @@ def test_the_table_shows_the_calibrated_replay_the_null_model_and_the_best_row_o
     out = sc.targets_table(table, params)
     assert list(out.values.columns) == [
         "calibrated replay (spreading (most_free))", "no contention, fitted latency",
-        "best best fit: best fit without packing rules", "best Philly's packing: Philly's packing (sim/packing.py)"]
+        "best with best fit: best fit without packing rules",
+        "best with Philly's packing: Philly's packing (sim/packing.py)"]
     assert out.sources["no contention, fitted latency"] == sc.NULL_ROW
     assert len(out.values) == 9 == len(sc.TARGETS)
     assert [out.met_count(c) for c in out.values.columns] == [4, 4, 5, 5]
@@ -68,7 +69,7 @@ def test_the_table_shows_the_calibrated_replay_the_null_model_and_the_best_row_o
     assert null[what["max_median_ratio"]] and null[what["max_p90_ratio"]]
     assert not null[what["busy_servers_mae_pp_complete"]]
     assert out.headline() == ("The calibrated replay meets 4 of 9 held-out targets (the best other row shown, best "
-                              "best fit: best fit without packing rules, meets 5).")
+                              "with best fit: best fit without packing rules, meets 5).")
     shown = out.shown()
     assert shown.loc["targets met", "no contention, fitted latency"] == "4 of 9 met"
     assert shown.loc[what["busy_servers_mae_pp_complete"], "calibrated replay (spreading (most_free))"] == "4 ✓"

@@ -80,15 +80,13 @@ def busy_by_period(result, occupancy: pd.DataFrame, span: tuple, freq: str = "7D
 def ks_distance(a, b) -> float:
     """Two-sample Kolmogorov-Smirnov distance (max gap between the empirical CDFs).
 
-    The statistic does not depend on how the p-value is computed; the asymptotic method is asked for so that scipy's
-    exact one cannot fail and warn (a RuntimeWarning in a notebook's output) over a p-value nobody reads."""
+    The statistic alone, as scipy's ``ks_2samp`` computes it: its p-value, which nothing reads, warned in notebooks'
+    outputs (the exact method not converging on large samples, the asymptotic one dividing by zero on tiny ones)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) == 0 or len(b) == 0:
         return float("nan")
     if np.isnan(a).any() or np.isnan(b).any():
         return float("nan")
-    # the statistic alone, as scipy's ks_2samp computes it, without the p-value it would also compute (its exact
-    # method warns when it does not converge on large samples, its asymptotic one divides by zero on tiny ones)
     a, b = np.sort(a, kind="stable"), np.sort(b, kind="stable")
     both = np.concatenate([a, b])
     gaps = np.searchsorted(a, both, side="right") / len(a) - np.searchsorted(b, both, side="right") / len(b)

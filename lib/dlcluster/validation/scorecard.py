@@ -220,7 +220,7 @@ def targets_table(ablation: pd.DataFrame, params: dict, calibrated: str = CALIBR
             best[kind] = (key, name)
     for kind, (_, name) in best.items():
         if name != calibrated:
-            columns[f"best {kind}: {name}"] = name
+            columns[f"best with {kind}: {name}"] = name
     first = cards[calibrated]
     values = pd.DataFrame({c: cards[name]["replay"].to_numpy() for c, name in columns.items()}, index=first.index)
     met = pd.DataFrame({c: cards[name]["met"].to_numpy(bool) for c, name in columns.items()}, index=first.index)
