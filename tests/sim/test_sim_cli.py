@@ -11,7 +11,7 @@ from sim_helpers import check_invariants
 
 from dlcluster.cli import build_parser
 from dlcluster.cli import main as dlcluster_main
-from dlcluster.sim import public_inputs, simulate
+from dlcluster.sim import PhillyPolicy, public_inputs, simulate
 from dlcluster.sim.cli import WORKLOADS, add_parser
 
 
@@ -65,7 +65,9 @@ def test_default_workload_is_the_calibrated_replay_of_every_rfold_job(tmp_path, 
     assert summary["calibrated_parameters"] == calibration.params.label()
     assert summary["validation_held_out"]["summary"] == calibration.summary()
     # the calibrated sharing and Philly's calibrated locality and relax clock (issue 47) are what ran
-    assert summary["policy"] == f"PhillyPolicy(locality={calibration.params.locality!r}, relax_clock='headroom')"
+    params = calibration.params
+    assert summary["policy"] == repr(PhillyPolicy(locality=params.locality, backoff=params.backoff,
+                                                  relax_clock=params.relax_clock))
     assert summary["lending"] is True and summary["placement"] == f"LocalityPlacement({calibration.params.placement!r})"
     assert "calibrated replay" in captured.err
     assert len(pd.read_parquet(tmp_path / "run" / "jobs.parquet")) == 111549
