@@ -161,6 +161,8 @@ class Simulator:
         self.lending, self.early_stop, self.migration = lending, early_stop, migration
         self.max_capacity, self.reclaim = max_capacity, reclaim
         self.reclaim_pending, self.reclaim_checks = False, 0
+        self.reclaim_order = (None, [])   # (allocation changes, time) and the borrowers in victim order then
+        self.reclaim_failed = {}   # job index -> (allocation changes, level, GPUs) when a reclaim for it last failed
         self.retry_policy = RETRY_PRESETS[retry] if isinstance(retry, str) else (retry or RETRY_PRESETS["philly"])
         self.failure_model = failures
         self.sample_interval_s, self.restart_overhead_s, self.progress = sample_interval_s, restart_overhead_s, progress

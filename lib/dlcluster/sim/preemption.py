@@ -72,6 +72,10 @@ def choose_victims(sim, job, candidates):
     it does not need (most important first). Leaves the cluster unchanged.
     """
     cluster, used = sim.cluster, sim.vc_used
+    if sim.lending_state is not None:
+        # what other VCs may lend is re-derived lazily, once per allocation change: derive it now, from the real
+        # allocation, not from one with candidates tentatively freed below (it would be kept until the next change)
+        sim.lending_state.room(job.vc)
     over_cap = job.gpus_now - (sim.vc_cap[job.vc] - used[job.vc])
     if over_cap > 0:
         # past its VC's maximum capacity only the VC's own jobs can make room: if all of them together cannot,
@@ -101,8 +105,10 @@ def choose_victims(sim, job, candidates):
         for v in reversed(released):
             restore(v)
         return None
-    needed = []
-    for v in reversed(released):
+    # the last one released is needed: before it was, the job did not fit (and it did not fit before the first, or it
+    # would not be preempting), so restoring it first only to find that again is skipped
+    needed = [released[-1]]
+    for v in reversed(released[:-1]):
         restore(v)
         if not fits():
             release(v)

@@ -35,6 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .events import EventKind
+
+_RECLAIM = EventKind.RECLAIM
+
 VICTIM_ORDERS = ("youngest", "oldest")
 
 
@@ -91,12 +95,10 @@ def starved_vcs(sim) -> list[int]:
 
 
 def arm_reclaim(sim, now: float) -> None:
-    """Schedule the next monitoring check if a VC is starved and none is pending."""
-    from .events import EventKind
-
+    """Schedule the next monitoring check if a VC is starved and none is pending (after every pass: no import here)."""
     if not sim.reclaim_pending and starved_vcs(sim):
         sim.reclaim_pending = True
-        sim.schedule(now + sim.reclaim.monitoring_interval_s, EventKind.RECLAIM, sim.jobs[0], 0)
+        sim.schedule(now + sim.reclaim.monitoring_interval_s, _RECLAIM, sim.jobs[0], 0)
 
 
 def reclaim_check(sim, now: float) -> None:
@@ -128,16 +130,38 @@ def _reclaim_for(sim, job, now: float) -> bool:
     """Preempt borrowers of VCs above their quota (in the reclaim's victim order) so that ``job`` starts."""
     from .preemption import choose_victims
 
+    # a reclaim that found no victims fails again until an allocation changes (or the job's locality does): the
+    # monitoring check repeats every few seconds while a VC starves, and each try frees every candidate tentatively
+    state = (sim.allocation_changes, job.level, job.gpus_now)
+    if sim.reclaim_failed.get(job.idx) == state:
+        return False
     quota, used = sim.quota, sim.vc_used
     # a candidate is taken only while its VC is above its quota (checked as victims are tentatively freed, which
     # only lowers the VCs' use): jobs of the VCs at or below it now are never candidates, and none are ordered
     over = [u > q for u, q in zip(used, quota, strict=True)]
     if not any(over):
         return False
-    order = sim.reclaim.victim_order(r for r in sim.running.values()
-                                     if over[r.vc] and r.vc != job.vc and not r.in_prerun and r.attempt_start < now)
-    victims = choose_victims(sim, job, (r for r in order if used[r.vc] > quota[r.vc]))
+    # with GPU-type pools only a job holding GPUs in the starved job's pool can make room for it (its VC's room does
+    # not move with other VCs' use while victims are freed tentatively: the lending state is brought up to date first,
+    # choose_victims), so the others are not freed and given back one by one: that cost most of a pooled replay's time
+    pools = sim.pools
+    in_pool = None if pools is None else pools.server_pool
+    # the borrowers in victim order, sorted once per check (a check tries each starved VC's head jobs) until an
+    # allocation changes; each job then takes those of other VCs (and of its pool). The order is total, so filtering
+    # the sorted list gives what sorting the filtered one gave
+    key = (sim.allocation_changes, now)
+    if sim.reclaim_order[0] != key:
+        sim.reclaim_order = key, sim.reclaim.victim_order(
+            r for r in sim.running.values() if over[r.vc] and not r.in_prerun and r.attempt_start < now)
+    order = [r for r in sim.reclaim_order[1]
+             if r.vc != job.vc and (in_pool is None or any(in_pool[s] == job.pool for s, _ in r.alloc))]
+    if in_pool is not None and sim.pools.pool_states[job.pool].total_free + sum(
+            k.bit_count() for r in order for s, k in r.alloc if in_pool[s] == job.pool) < job.gpus_now:
+        victims = None   # not GPUs enough in the pool even if every candidate went: no need to try them one by one
+    else:
+        victims = choose_victims(sim, job, (r for r in order if used[r.vc] > quota[r.vc]))
     if victims is None:
+        sim.reclaim_failed[job.idx] = state
         return False
     for victim in victims:
         sim.preempt_job(victim, now)
