@@ -291,3 +291,191 @@ def pooled_difference_interval(after, after_weights, before, before_weights,
     return Interval(point, min(float(low), point), max(float(high), point), n,
                     f"paired by block, difference of pooled values, circular block bootstrap (runs of "
                     f"{block_length(len(a))})")
+
+
+# --------------------------------------------------------------------------- dependence and steady state
+
+def lag1_autocorrelation(values) -> float:
+    """The lag-1 sample autocorrelation of a series (its mean removed; NaN with fewer than 3 values or none of
+    them different)."""
+    v = _values(values)
+    if len(v) < 3:
+        return float("nan")
+    d = v - v.mean()
+    denominator = float((d * d).sum())
+    return float((d[:-1] * d[1:]).sum() / denominator) if denominator > 0 else float("nan")
+
+
+def effective_n(values) -> float:
+    """How many independent replicates a series of ``n`` per-block values is worth: ``n (1 - r1) / (1 + r1)``,
+    ``r1`` its lag-1 autocorrelation, clipped to [1, n].
+
+    Why: blocks of one run are not independent (a backlog carries over from one week into the next). Under an AR(1)
+    dependence the variance of the mean is that of ``n (1 - r1) / (1 + r1)`` independent values (the AR(1)
+    variance inflation; Wilks, *Statistical Methods in the Atmospheric Sciences*, 3rd ed. 2011, eq. 5.12; Bayley &
+    Hammersley 1946). A negative ``r1`` would claim more than ``n``: clipped to ``n``. Fewer than 3 values, or a
+    constant series, leave ``n`` (no correlation can be estimated)."""
+    n = len(_values(values))
+    r1 = lag1_autocorrelation(values)
+    if not np.isfinite(r1):
+        return float(n)
+    if r1 >= 1:
+        return 1.0
+    return float(min(max(n * (1 - r1) / (1 + r1), 1.0), n))
+
+
+#: A queue is unstable only when its fitted line ends at least this many times where it starts: a wait that
+#: doubles over the run changes any ratio taken over it by far more than the ±10-point target.
+GROWTH_FACTOR = 2.0
+#: ... and grows by at least this much over the run (an hour, seconds): a wait that grows from 10 s to 40 s is a
+#: trend, not a queue without a steady state that a JCT of hours would notice.
+MIN_GROWTH_S = 3600.0
+#: The one-sided level of the trend test (growth is the only direction that makes an arm unstable).
+TREND_LEVEL = 0.05
+WEEK_DAYS = 7.0
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Whether an arm's queue has a steady state over its blocks (:func:`stability`), with the growth behind it.
+
+    Durations in seconds; growth per week (from the blocks' length)."""
+
+    stable: bool
+    #: the least-squares slope of the per-block mean total wait, per week
+    growth_per_week_s: float
+    #: its one-sided 95% lower bound (AR(1)-adjusted, Santer et al. 2000): > 0 means the wait grows
+    growth_lower_s: float
+    #: the slope's t statistic (on the adjusted standard error)
+    t: float
+    #: the same slope and lower bound for the mean JCT (shown, not part of the rule)
+    jct_growth_per_week_s: float
+    jct_growth_lower_s: float
+    #: the fitted line's mean total wait at the first and at the last block
+    start_s: float
+    end_s: float
+    #: blocks with a value, and what they are worth as independent replicates (the residuals' :func:`effective_n`)
+    n: int
+    effective_n: float
+    reason: str
+
+    @property
+    def factor(self) -> float:
+        """How many times the fitted line ends where it starts (inf from a start at or below 0)."""
+        if not (np.isfinite(self.start_s) and np.isfinite(self.end_s)):
+            return float("nan")
+        return self.end_s / self.start_s if self.start_s > 0 else float("inf")
+
+    @property
+    def growth_text(self) -> str:
+        """'10.4 h per week': the mean wait's growth in words."""
+        return f"{hours_text(self.growth_per_week_s)} per week"
+
+
+def hours_text(seconds: float) -> str:
+    """A duration in hours above an hour, else minutes or seconds, one decimal: '10.4 h', '12.0 min', '30 s'."""
+    if not np.isfinite(seconds):
+        return "n/a"
+    sign, s = ("−" if seconds < 0 else ""), abs(seconds)
+    if s >= 3600:
+        return f"{sign}{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{sign}{s / 60:.1f} min"
+    return f"{sign}{s:.0f} s"
+
+
+def trend(x, y, level: float = TREND_LEVEL) -> tuple[float, float, float, float, float]:
+    """Least-squares slope of ``y`` on ``x`` with its one-sided ``1 - level`` lower bound, its t statistic and the
+    effective n of the residuals: ``(slope, lower, t, effective_n, intercept)``.
+
+    The standard error is adjusted for lag-1 autocorrelation of the residuals as Santer et al. (2000, J. Geophys.
+    Res. 105(D6) 7337-7356, eqs. 3-6) do for a trend in a short autocorrelated series: the residual variance over
+    ``n_e - 2`` and a t with ``n_e - 2`` degrees of freedom, ``n_e`` the residuals' :func:`effective_n`. Fewer than 3
+    points, or ``n_e <= 2``: no lower bound (-inf)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(x)
+    if n < 2:
+        return float("nan"), float("-inf"), float("nan"), float(n), float("nan")
+    xc = x - x.mean()
+    sxx = float((xc * xc).sum())
+    slope = float((xc * (y - y.mean())).sum() / sxx) if sxx > 0 else float("nan")
+    intercept = float(y.mean() - slope * x.mean())
+    if n < 3 or not np.isfinite(slope):
+        return slope, float("-inf"), float("nan"), float(n), intercept
+    residuals = y - (intercept + slope * x)
+    n_e = effective_n(residuals)
+    if n_e <= 2:
+        return slope, float("-inf"), float("nan"), n_e, intercept
+    se = math.sqrt(float((residuals * residuals).sum()) / (n_e - 2) / sxx)
+    if se == 0:
+        return slope, slope, float("inf") if slope > 0 else float("nan"), n_e, intercept
+    lower = slope - float(stats.t.ppf(1 - level, n_e - 2)) * se
+    return slope, lower, slope / se, n_e, intercept
+
+
+def _one_arm_blocks(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-block rows of one arm: its 'all' bucket of all jobs where the table has buckets and populations,
+    in block order; an error when a block appears twice (rows of more than one arm)."""
+    if "bucket" in rows.columns:
+        rows = rows[rows["bucket"] == "all"]
+    if "population" in rows.columns and (rows["population"] == "all jobs").any():
+        rows = rows[rows["population"] == "all jobs"]
+    block = "block" if "block" in rows.columns else "seed"
+    if rows[block].duplicated().any():
+        raise ValueError("stability: a block appears more than once (pass the rows of one arm)")
+    return rows.sort_values(block, kind="stable").assign(_block=lambda r: r[block].astype(float))
+
+
+def stability(rows: pd.DataFrame, metric: str = "wait_total_mean_s") -> Stability:
+    """Whether one arm's queue has a steady state over the run, from its per-block rows (the block design: one
+    replay per arm measured in consecutive blocks; columns ``block`` (or ``seed``), ``block_days``, ``metric``,
+    ``jct_mean_s``).
+
+    **The rule.** An arm is *unstable* when its per-block mean total wait grows with the block index, all three:
+
+    1. the least-squares slope's one-sided 95% lower bound is above 0, its standard error adjusted for the
+       residuals' lag-1 autocorrelation (Santer et al. 2000; :func:`trend`): a trend the blocks' noise and their
+       dependence cannot explain;
+    2. the fitted line ends at least :data:`GROWTH_FACTOR` (2) times where it starts (or starts at or below 0): the
+       growth is large against the wait's own level, so a ratio taken over the run depends on how long it lasts;
+    3. the fitted line grows by at least :data:`MIN_GROWTH_S` (an hour) over the run.
+
+    A fitted line, not the first and last blocks themselves, so that one busy block at either end decides nothing;
+    a single spike anywhere inflates the residuals and fails (1). One-sided: a queue that shrinks is draining
+    toward a steady state, not away from one. Not a block design (independent seeds), or fewer than 3 blocks with a
+    value: stable, with the reason. The mean JCT's slope is reported beside it, not used.
+    """
+    if "block_days" not in rows.columns or not (rows["block_days"].fillna(0) > 0).any():
+        return _no_test(len(rows), "not a block design: the replicates are independent seeds, not consecutive blocks")
+    blocks = _one_arm_blocks(rows)
+    per_week = WEEK_DAYS / float(blocks["block_days"].median())
+    have = blocks[np.isfinite(blocks[metric].to_numpy(float))]
+    n = len(have)
+    if n < 3:
+        return _no_test(n, f"{n} block{'s' if n != 1 else ''} with a value: no trend can be tested")
+    x, y = have["_block"].to_numpy(float), have[metric].to_numpy(float)
+    slope, lower, t, n_e, intercept = trend(x, y)
+    start, end = intercept + slope * x.min(), intercept + slope * x.max()
+    jct = have[np.isfinite(have["jct_mean_s"].to_numpy(float))] if "jct_mean_s" in have.columns else have.iloc[:0]
+    jct_slope, jct_lower, *_ = trend(jct["_block"], jct["jct_mean_s"]) if len(jct) >= 3 else (np.nan, np.nan)
+    grows = lower > 0
+    factor_ok = start <= 0 or end >= GROWTH_FACTOR * start
+    large = end - start >= MIN_GROWTH_S
+    fitted = (f"fitted {hours_text(start)} to {hours_text(end)} over {n} blocks"
+              + (f", ×{end / start:.1f}" if start > 0 else ""))
+    growth = f"{hours_text(slope * per_week)} per week (one-sided 95% lower bound {hours_text(lower * per_week)})"
+    if grows and factor_ok and large:
+        reason = f"unstable: the mean wait grows {growth}, {fitted}"
+    elif not grows:
+        reason = f"stable: no growth the blocks' noise cannot explain ({growth})"
+    elif not factor_ok:
+        reason = f"stable: the mean wait grows by less than ×{GROWTH_FACTOR:g} over the run ({fitted})"
+    else:
+        reason = f"stable: the mean wait grows by less than {hours_text(MIN_GROWTH_S)} over the run ({fitted})"
+    return Stability(bool(not (grows and factor_ok and large)), slope * per_week, lower * per_week, t,
+                     jct_slope * per_week, jct_lower * per_week, start, end, n, n_e, reason)
+
+
+def _no_test(n: int, reason: str) -> Stability:
+    nan = float("nan")
+    return Stability(True, nan, nan, nan, nan, nan, nan, nan, n, float(n), f"stable: {reason}")
