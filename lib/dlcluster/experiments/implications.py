@@ -2,7 +2,9 @@
 
 Each row reads **supported** (the interval of the change lies on the side the implication predicts),
 **contradicted** (on the other side), **no effect larger than X** (the interval includes no change; X is the larger
-end of the interval, so the design excludes any larger effect) or **cannot be tested on public data** (why), and
+end of the interval, so the design excludes any larger effect), **unstable: <arm> queue grows X per week** (an arm
+without a steady state, :func:`.intervals.stability`: a ratio over the run would depend on how long the run lasts, so
+no interval is shown and the row is never scored) or **cannot be tested on public data** (why), and
 carries what it rests on (:data:`KINDS`): only a *mechanism* row is a finding; a *by construction* or an
 *assumption* row is shown with its tag.
 """
@@ -15,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .common import paired_ratio, percent_text, ratio_text, short_duration
-from .intervals import Interval
+from .intervals import Interval, Stability, stability
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 
 #: The headline target: a 95% interval on a relative change no wider than this either side of its estimate.
@@ -34,6 +36,10 @@ IMPLICATIONS = {
     "early termination": "early_termination",
 }
 UNTESTABLE = "cannot be tested on public data"
+#: How an answer on an arm without a steady state starts (:func:`unstable_words`); such an answer is never scored.
+UNSTABLE = "unstable"
+#: The answers that are verdicts (scored): every other answer counts as neither.
+VERDICTS = ("supported", "contradicted")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,16 @@ class Answer:
     @property
     def key(self) -> str:
         return IMPLICATIONS[self.implication]
+
+    @property
+    def unstable(self) -> bool:
+        """An arm of the comparison has no steady state: no interval, never scored (:func:`unstable_words`)."""
+        return self.answer.startswith(f"{UNSTABLE}:")
+
+    @property
+    def verdict(self) -> str | None:
+        """'supported' or 'contradicted' where the answer is one (a scored verdict), else None."""
+        return self.answer if self.answer in VERDICTS else None
 
     def row(self) -> dict:
         ci = self.change
@@ -126,6 +142,13 @@ def answer_words(change: Interval, predicted: str = "down") -> str:
     return f"no effect larger than {100 * bound:.0f}%"
 
 
+def unstable_words(stabilities: dict[str, Stability]) -> str:
+    """'unstable: strict locality queue grows 4.5 h per week' for the arms of ``stabilities`` (arm: its
+    :func:`.intervals.stability`) that are unstable, joined by '; '; '' when every arm is stable."""
+    parts = [f"{arm} queue grows {s.growth_text}" for arm, s in stabilities.items() if not s.stable]
+    return f"{UNSTABLE}: " + "; ".join(parts) if parts else ""
+
+
 def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s") -> Interval | None:
     rows = rows[rows["bucket"] == "all"]
     if not {base, arm} <= set(rows["arm"]):
@@ -134,11 +157,22 @@ def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s"
 
 
 def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_mean_s", why=""):
+    """One implication's answer from the change of ``metric`` from ``base`` to ``arm``; when either arm's queue has no
+    steady state (:func:`.intervals.stability`), 'unstable: ...' with no interval (never scored), the why giving the
+    growth."""
     change = _compare(rows, base, arm, metric)
     if change is None:
         return Answer(implication, "not in this grid", f"{arm} vs {base}", None, kind, replicates,
                       f"the grid has no '{arm}' or '{base}' arm")
-    return Answer(implication, answer_words(change), f"{what}: '{arm}' vs '{base}'", change, kind, replicates, why)
+    comparison = f"{what}: '{arm}' vs '{base}'"
+    stabilities = {name: stability(rows[rows["arm"] == name]) for name in dict.fromkeys((arm, base))}
+    unstable = unstable_words(stabilities)
+    if unstable:
+        reasons = "; ".join(f"'{name}': {s.reason}" for name, s in stabilities.items() if not s.stable)
+        return Answer(implication, unstable, comparison, None, kind, replicates,
+                      f"no steady state, so a ratio over the run depends on how long it lasts ({reasons})"
+                      + (f"; {why}" if why else ""))
+    return Answer(implication, answer_words(change), comparison, change, kind, replicates, why)
 
 
 def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, replicates: str,
