@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .common import paired_ratio, percent_text, ratio_text, short_duration
-from .intervals import Interval, Stability, stability
+from .common import metric_weights, paired_ratio, percent_text, ratio_text, short_duration
+from .intervals import Interval, Stability, combine_runs, replicate_unit, stability
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 
 #: The headline target: a 95% interval on a relative change no wider than this either side of its estimate.
@@ -53,6 +53,9 @@ class Answer:
     kind: str
     replicates: str
     why: str = ""
+    #: what the interval's replicates are worth as independent ones (:func:`.intervals.effective_n` of the per-block
+    #: log ratios; runs x effective blocks for :func:`.intervals.combine_runs`); NaN where not computed
+    effective_n: float = float("nan")
 
     @property
     def key(self) -> str:
@@ -77,7 +80,16 @@ class Answer:
         detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.{digits}f}%"
         return {"implication": self.implication, "answer": self.answer, "change": shown, "comparison": self.comparison,
                 "smallest detectable change": detectable, "±10-point target": interval_target(ci, self.kind, self.why),
-                "rests on": self.kind, "replicates": self.replicates, "why": self.why}
+                "rests on": self.kind, "replicates": self.replicates,
+                "effective replicates": effective_text(self.effective_n, ci), "why": self.why}
+
+
+def effective_text(n_eff: float, change: Interval | None) -> str:
+    """'3.4 of 7 blocks': what the replicates are worth as independent ones beside their count ('' when unknown)."""
+    if change is None or not np.isfinite(n_eff):
+        return ""
+    unit = replicate_unit(change)
+    return f"{n_eff:.1f} of {change.n} {unit}{'' if change.n == 1 else 's'}"
 
 
 def interval_target(change: Interval | None, kind: str = "", assumed: str = "") -> str:
@@ -172,7 +184,24 @@ def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_me
         return Answer(implication, unstable, comparison, None, kind, replicates,
                       f"no steady state, so a ratio over the run depends on how long it lasts ({reasons})"
                       + (f"; {why}" if why else ""))
-    return Answer(implication, answer_words(change), comparison, change, kind, replicates, why)
+    return Answer(implication, answer_words(change), comparison, change, kind, replicates, why,
+                  change.effective_n if np.isfinite(change.effective_n) else float(change.n))
+
+
+def run_blocks(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s") -> tuple:
+    """One run's paired blocks of ``metric`` (its sweep table's 'all' bucket): ``(after, after_weights, before,
+    before_weights)`` in block order, as :func:`.intervals.combine_runs` takes them."""
+    rows = rows[rows["bucket"] == "all"] if "bucket" in rows.columns else rows
+    after = rows[rows["arm"] == arm].groupby("seed", sort=True).first()
+    before = rows[rows["arm"] == base].groupby("seed", sort=True).first().reindex(after.index)
+    return (after[metric].to_numpy(float), metric_weights(after, metric), before[metric].to_numpy(float),
+            metric_weights(before, metric))
+
+
+def combined_change(runs: list[pd.DataFrame], base: str, arm: str, metric: str = "jct_mean_s") -> Interval:
+    """The change from ``base`` to ``arm`` over several whole runs (their sweep tables, one per draw), each run's
+    blocks kept together (:func:`.intervals.combine_runs`)."""
+    return combine_runs([run_blocks(rows, base, arm, metric) for rows in runs])
 
 
 def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, replicates: str,

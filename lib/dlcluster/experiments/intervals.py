@@ -48,6 +48,9 @@ class Interval:
     method: str
     #: the smallest relative change this comparison could detect (80% power, 5% two-sided), NaN where not computed
     detectable: float = float("nan")
+    #: what the replicates are worth as independent ones (:func:`effective_n`; runs x effective blocks for
+    #: :func:`combine_runs`), NaN where not computed
+    effective_n: float = float("nan")
 
     @property
     def known(self) -> bool:
@@ -271,7 +274,16 @@ def pooled_ratio_interval(after, after_weights, before, before_weights, confiden
     detectable = float(np.expm1(DETECTABLE_Z * np.log(positive).std(ddof=1))) if len(positive) > 1 else float("nan")
     return Interval(point, min(float(low), point), max(float(high), point), n,
                     f"paired by block, ratio of pooled values, circular block bootstrap (runs of "
-                    f"{block_length(len(a))})", detectable)
+                    f"{block_length(len(a))})", detectable, effective_n(block_log_ratios(a, wa, b, wb)))
+
+
+def block_log_ratios(after, after_weights, before, before_weights) -> np.ndarray:
+    """The per-block log ratios ``log(after / before)`` of the blocks where both arms have a positive value: the
+    series whose dependence :func:`effective_n` measures for a paired change."""
+    a, wa = _block_arrays(after, after_weights)
+    b, wb = _block_arrays(before, before_weights)
+    keep = (wa > 0) & (wb > 0) & (a > 0) & (b > 0)
+    return np.log(a[keep] / b[keep])
 
 
 def pooled_difference_interval(after, after_weights, before, before_weights,
@@ -479,3 +491,88 @@ def stability(rows: pd.DataFrame, metric: str = "wait_total_mean_s") -> Stabilit
 def _no_test(n: int, reason: str) -> Stability:
     nan = float("nan")
     return Stability(True, nan, nan, nan, nan, nan, nan, nan, n, float(n), f"stable: {reason}")
+
+
+# --------------------------------------------------------------------------- several whole runs
+
+#: A run's log-ratio variance at or below this is none: every block gives the same ratio (up to rounding)
+ZERO_LOG_VARIANCE = 1e-20
+#: One whole run of a paired comparison on the block design: per-block ``(after, after_weights, before,
+#: before_weights)``, in time order (:func:`pooled_ratio_interval`'s arguments).
+RunBlocks = tuple
+
+
+def _run_estimate(run, confidence: float) -> tuple[float, float, float, int]:
+    """One run's log ratio, its variance, its effective n and its block count. From blocks: the log of the pooled
+    ratio, the variance of the circular block bootstrap's log ratios, :func:`effective_n` of the per-block log
+    ratios. From an :class:`Interval` (of a relative change): the log of 1 + its point, the variance from its ends
+    on the log scale (a normal interval there), its ``effective_n`` (else ``n``)."""
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    if isinstance(run, Interval):
+        if not run.known or run.low <= -1 or not np.isfinite(run.high):
+            raise ValueError(f"combine_runs: an interval without finite ends above -100% ({run})")
+        se = (math.log1p(run.high) - math.log1p(run.low)) / (2 * z)
+        n_e = run.effective_n if np.isfinite(run.effective_n) else float(run.n)
+        return math.log1p(run.mean), se * se, n_e, run.n
+    a, wa = _block_arrays(run[0], run[1])
+    b, wb = _block_arrays(run[2], run[3])
+    if a.shape != b.shape:
+        raise ValueError(f"combine_runs: {a.size} blocks after but {b.size} before (paired by block)")
+    n = int(((wa > 0) & (wb > 0)).sum())
+    point_b = float(_pooled(b, wb))
+    if n < 2 or not point_b > 0 or not float(_pooled(a, wa)) > 0:
+        raise ValueError("combine_runs: a run needs 2 paired blocks and a positive pooled value in both arms")
+    index = circular_block_samples(len(a))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = _pooled(a, wa, index) / _pooled(b, wb, index)
+    logs = np.log(ratios[np.isfinite(ratios) & (ratios > 0)])
+    return (math.log(float(_pooled(a, wa)) / point_b), float(logs.var(ddof=1)),
+            effective_n(block_log_ratios(a, wa, b, wb)), n)
+
+
+def combine_runs(runs, confidence: float = CONFIDENCE) -> Interval:
+    """The relative change ``after / before - 1`` of a paired comparison measured in several whole runs (the same
+    arms under different draws: VC or latency draws, another failure seed), combined.
+
+    Why: the blocks of one run are not independent replicates (a backlog carries over), and a draw that moves a whole
+    run moves every block of it; runs under different draws are. Each run (its per-block values, :data:`RunBlocks`,
+    or its :class:`Interval`) gives a log ratio with its variance from the circular block bootstrap within it
+    (:func:`pooled_ratio_interval`'s); the runs are independent and are combined on the log scale by inverse variance
+    with the DerSimonian & Laird (1986) between-run variance (0 when the runs agree within their blocks' noise: the
+    fixed-effect combination; larger when a draw moves the answer more than the blocks explain). The interval is
+    normal on the log scale, so a reduction stays above -100%. ``effective_n``: runs x effective blocks, the sum of
+    each run's :func:`effective_n`. A run whose blocks all give the same ratio has no variance: then the runs'
+    log ratios decide alone (their Student t, or the point itself when they agree).
+    """
+    estimates = [_run_estimate(run, confidence) for run in runs]
+    if not estimates:
+        return Interval(float("nan"), float("nan"), float("nan"), 0, "no run")
+    theta, var, n_e, blocks = (np.array(x, dtype=float) for x in zip(*estimates, strict=True))
+    r = len(theta)
+    method = f"{r} runs × blocks, circular block bootstrap within each run"
+    n_eff = float(n_e.sum())
+    if (var <= ZERO_LOG_VARIANCE).any():
+        # a run without block noise: its ratio is exact, and only the runs' disagreement is left
+        if np.ptp(theta) == 0 or r < 2:
+            ends = np.expm1([theta.mean()] * 3)
+            return Interval(float(ends[0]), float(ends[1]), float(ends[2]), int(blocks.sum()),
+                            f"{method}; every block gives the same ratio", effective_n=n_eff)
+        low, high = _t_interval(theta, confidence)
+        ends = np.expm1([theta.mean(), low, high])
+        return Interval(float(ends[0]), float(ends[1]), float(ends[2]), int(blocks.sum()),
+                        f"{method}; Student t of the runs' log ratios", effective_n=n_eff)
+    w = 1 / var
+    fixed = float((w * theta).sum() / w.sum())
+    q = float((w * (theta - fixed) ** 2).sum())
+    tau2 = max(0.0, (q - (r - 1)) / float(w.sum() - (w * w).sum() / w.sum())) if r > 1 else 0.0
+    w_star = 1 / (var + tau2)
+    mean = float((w_star * theta).sum() / w_star.sum())
+    half = float(stats.norm.ppf((1 + confidence) / 2)) / math.sqrt(float(w_star.sum()))
+    with np.errstate(over="ignore"):
+        ends = np.expm1([mean, mean - half, mean + half])
+    between = (f"; between-run variance {tau2:.3g} (DerSimonian-Laird)" if tau2 > 0
+               else "; runs agree within their blocks' noise (fixed effect)")
+    detectable = float(np.expm1(DETECTABLE_Z / math.sqrt(float(w_star.sum()))))
+    return Interval(float(ends[0]), float(ends[1]), float(ends[2]), int(blocks.sum()),
+                    f"{method}, inverse-variance on the log scale{between}; effective n {n_eff:.1f}",
+                    detectable, n_eff)
