@@ -182,11 +182,16 @@ def test_runs_that_disagree_add_the_between_run_variance():
     from dlcluster.experiments.intervals import combine_runs
 
     # log ratios -0.2 and +0.2, standard errors 0.05: w = 400 each, Q = 400 (0.04 + 0.04) = 32 on 1 df,
-    # tau^2 = (32 - 1) / (800 - 400) = 0.0775, w* = 1 / 0.08 = 12.5 each, so the standard error is 1 / sqrt(25)
+    # tau^2 = (32 - 1) / (800 - 400) = 0.0775, w* = 1 / 0.08 = 12.5 each: the standard error is 1 / sqrt(25) = 0.2;
+    # Hartung-Knapp's scale 12.5 (0.04 + 0.04) / 1 = 1, and t(0.975, 1 df) = 12.706: two runs that disagree say little
     ci = combine_runs([_log_interval(-0.2, 0.05), _log_interval(0.2, 0.05)])
     assert ci.mean == pytest.approx(0.0, abs=1e-12)
-    assert (ci.low, ci.high) == (pytest.approx(math.expm1(-Z95 * 0.2)), pytest.approx(math.expm1(Z95 * 0.2)))
-    assert "DerSimonian-Laird" in ci.method and "0.0775" in ci.method
+    t1 = 12.706204736174698
+    assert (ci.low, ci.high) == (pytest.approx(math.expm1(-t1 * 0.2)), pytest.approx(math.expm1(t1 * 0.2)))
+    assert "DerSimonian-Laird" in ci.method and "0.0775" in ci.method and "Hartung-Knapp" in ci.method
+    # three runs, two agreeing: the scale (weighted spread) above 1 widens the interval further
+    three = combine_runs([_log_interval(-0.2, 0.05), _log_interval(-0.2, 0.05), _log_interval(0.2, 0.05)])
+    assert -1 < three.low < three.mean < 0 < three.high
 
 
 def test_runs_of_blocks_keep_each_runs_blocks_together():

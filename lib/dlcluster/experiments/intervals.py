@@ -324,9 +324,10 @@ def effective_n(values) -> float:
 
     Why: blocks of one run are not independent (a backlog carries over from one week into the next). Under an AR(1)
     dependence the variance of the mean is that of ``n (1 - r1) / (1 + r1)`` independent values (the AR(1)
-    variance inflation; Wilks, *Statistical Methods in the Atmospheric Sciences*, 3rd ed. 2011, eq. 5.12; Bayley &
-    Hammersley 1946). A negative ``r1`` would claim more than ``n``: clipped to ``n``. Fewer than 3 values, or a
-    constant series, leave ``n`` (no correlation can be estimated)."""
+    variance inflation: Bayley & Hammersley 1946, J. R. Stat. Soc. Suppl. 8, 184; Zwiers & von Storch 1995, J. Climate
+    8, 336, who also show that with few values ``r1`` is biased low, so that this errs high). A negative ``r1`` would
+    claim more than ``n``: clipped to ``n``. Fewer than 3 values, or a constant series, leave ``n`` (no correlation
+    can be estimated)."""
     n = len(_values(values))
     r1 = lag1_autocorrelation(values)
     if not np.isfinite(r1):
@@ -401,7 +402,7 @@ def trend(x, y, level: float = TREND_LEVEL) -> tuple[float, float, float, float,
     effective n of the residuals: ``(slope, lower, t, effective_n, intercept)``.
 
     The standard error is adjusted for lag-1 autocorrelation of the residuals as Santer et al. (2000, J. Geophys.
-    Res. 105(D6) 7337-7356, eqs. 3-6) do for a trend in a short autocorrelated series: the residual variance over
+    Res. 105(D6), 7337) do for a trend in a short autocorrelated series: the residual variance over
     ``n_e - 2`` and a t with ``n_e - 2`` degrees of freedom, ``n_e`` the residuals' :func:`effective_n`. Fewer than 3
     points, or ``n_e <= 2``: no lower bound (-inf)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -538,11 +539,15 @@ def combine_runs(runs, confidence: float = CONFIDENCE) -> Interval:
     run moves every block of it; runs under different draws are. Each run (its per-block values, :data:`RunBlocks`,
     or its :class:`Interval`) gives a log ratio with its variance from the circular block bootstrap within it
     (:func:`pooled_ratio_interval`'s); the runs are independent and are combined on the log scale by inverse variance
-    with the DerSimonian & Laird (1986) between-run variance (0 when the runs agree within their blocks' noise: the
-    fixed-effect combination; larger when a draw moves the answer more than the blocks explain). The interval is
-    normal on the log scale, so a reduction stays above -100%. ``effective_n``: runs x effective blocks, the sum of
-    each run's :func:`effective_n`. A run whose blocks all give the same ratio has no variance: then the runs'
-    log ratios decide alone (their Student t, or the point itself when they agree).
+    with the DerSimonian & Laird (1986, Control. Clin. Trials 7, 177) between-run variance (0 when the runs agree
+    within their blocks' noise: the fixed-effect combination; larger when a draw moves the answer more than the
+    blocks explain). The interval is on the log scale, so a reduction stays above -100%: normal when the runs agree;
+    with a between-run variance above 0, Hartung-Knapp's (Student t on ``R - 1`` degrees of freedom, the variance
+    scaled by the runs' weighted spread, never below 1: Röver, Knapp & Friede 2015, BMC Med. Res. Methodol. 15, 99),
+    since with few runs the between-run variance is itself uncertain and a normal interval would cover too little.
+    ``effective_n``: runs x effective blocks, the sum of each run's :func:`effective_n`. A run whose blocks all give
+    the same ratio has no variance: then the runs' log ratios decide alone (their Student t, or the point itself when
+    they agree).
     """
     estimates = [_run_estimate(run, confidence) for run in runs]
     if not estimates:
@@ -567,10 +572,14 @@ def combine_runs(runs, confidence: float = CONFIDENCE) -> Interval:
     tau2 = max(0.0, (q - (r - 1)) / float(w.sum() - (w * w).sum() / w.sum())) if r > 1 else 0.0
     w_star = 1 / (var + tau2)
     mean = float((w_star * theta).sum() / w_star.sum())
-    half = float(stats.norm.ppf((1 + confidence) / 2)) / math.sqrt(float(w_star.sum()))
+    if tau2 > 0:
+        scale = max(1.0, float((w_star * (theta - mean) ** 2).sum()) / (r - 1))
+        half = float(stats.t.ppf((1 + confidence) / 2, r - 1)) * math.sqrt(scale / float(w_star.sum()))
+    else:
+        half = float(stats.norm.ppf((1 + confidence) / 2)) / math.sqrt(float(w_star.sum()))
     with np.errstate(over="ignore"):
         ends = np.expm1([mean, mean - half, mean + half])
-    between = (f"; between-run variance {tau2:.3g} (DerSimonian-Laird)" if tau2 > 0
+    between = (f"; between-run variance {tau2:.3g} (DerSimonian-Laird), Hartung-Knapp t on {r - 1} df" if tau2 > 0
                else "; runs agree within their blocks' noise (fixed effect)")
     detectable = float(np.expm1(DETECTABLE_Z / math.sqrt(float(w_star.sum()))))
     return Interval(float(ends[0]), float(ends[1]), float(ends[2]), int(blocks.sum()),
