@@ -86,3 +86,18 @@ def test_unstable_words_name_every_unstable_arm():
     assert answer.unstable and answer.verdict is None
     assert Answer("migrate long jobs", "contradicted", "m", Interval(0.1, 0.05, 0.2, 7, "m"), "mechanism",
                   "7 blocks").verdict == "contradicted"
+
+
+def test_arm_stability_lists_every_arm():
+    from dlcluster.experiments.implications import arm_stability
+
+    table = arm_stability(sweep(GROWING))
+    assert list(table["arm"]) == ["no locality (any GPUs)", PHILLY, f"{PHILLY}, long jobs migrated",
+                                  "strict locality"]
+    assert list(table["stable"]) == [True, True, True, False]
+    strict = table.set_index("arm").loc["strict locality"]
+    expected = np.polyfit(np.arange(7.0), GROWING, 1)[0]   # hours per weekly block
+    assert strict["wait growth per week (h)"] == pytest.approx(expected)
+    assert strict["JCT growth per week (h)"] == pytest.approx(expected)   # JCT = 100 h + the wait
+    assert strict["its one-sided 95% lower bound (h)"] > 0 and strict["blocks"] == 7
+    assert strict["reason"].startswith("unstable: the mean wait grows")

@@ -283,3 +283,30 @@ def scorecard_words(answers: list[Answer], implications: tuple[str, ...]) -> str
             parts.append(f"{a.implication}: {a.answer}" + (f" ({row['change']}; {a.kind})" if row["change"] else
                                                             f" ({a.kind})"))
     return "; ".join(parts)
+
+
+#: The columns that tell one arm's rows from another's in the sweep table (those present are used).
+ARM_KEYS = ("experiment", "load_label", "interference", "arm")
+
+
+def arm_stability(table: pd.DataFrame) -> pd.DataFrame:
+    """Every arm's :func:`.intervals.stability` from the sweep table (:func:`.grid.with_arms`'s; its 'all' bucket of
+    all jobs), in the table's order: whether its queue has a steady state, the mean wait's and the mean JCT's growth
+    per week (hours) with the wait's one-sided 95% lower bound, the blocks and the reason. An unstable arm's ratio is
+    never scored (:func:`_answer`)."""
+    rows = table
+    if "bucket" in rows.columns:
+        rows = rows[rows["bucket"] == "all"]
+    if "population" in rows.columns:
+        rows = rows[rows["population"] == "all jobs"]
+    keys = [k for k in ARM_KEYS if k in rows.columns]
+    out = []
+    for key, group in rows.groupby(keys, sort=False, dropna=False):
+        s = stability(group)
+        out.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), "stable": s.stable,
+                    "wait growth per week (h)": s.growth_per_week_s / 3600,
+                    "its one-sided 95% lower bound (h)": s.growth_lower_s / 3600,
+                    "JCT growth per week (h)": s.jct_growth_per_week_s / 3600, "blocks": s.n,
+                    "reason": s.reason})
+    return pd.DataFrame(out, columns=[*keys, "stable", "wait growth per week (h)", "its one-sided 95% lower bound (h)",
+                                      "JCT growth per week (h)", "blocks", "reason"])
