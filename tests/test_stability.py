@@ -92,7 +92,10 @@ def test_stability_reads_one_arm_of_the_sweep_table():
     shuffled = pd.concat([rows, other_bucket]).sample(frac=1.0, random_state=1)
     assert stability(shuffled) == stability(rows)    # the 'all' bucket, in block order
     with pytest.raises(ValueError, match="one arm"):
-        stability(pd.concat([rows, rows]))
+        stability(pd.concat([rows.assign(arm="a"), rows.assign(arm="b")]))
+    # a block twice (another cell seed of the same replay): its first row, as paired comparisons take it
+    again = rows.assign(wait_total_mean_s=1.0, cell_seed=1)
+    assert stability(pd.concat([rows.assign(cell_seed=0), again])) == stability(rows)
     # a block without jobs has no value and is left out; fewer than 3 left: no test
     gap = rows.assign(wait_total_mean_s=[np.nan] * 5 + [1.0, 2.0])
     assert stability(gap).stable and stability(gap).n == 2 and "no trend can be tested" in stability(gap).reason

@@ -428,15 +428,17 @@ def trend(x, y, level: float = TREND_LEVEL) -> tuple[float, float, float, float,
 
 def _one_arm_blocks(rows: pd.DataFrame) -> pd.DataFrame:
     """The per-block rows of one arm: its 'all' bucket of all jobs where the table has buckets and populations,
-    in block order; an error when a block appears twice (rows of more than one arm)."""
+    in block order, the first row of a block that appears more than once (another cell seed of the same replay, as
+    :func:`.common.paired_interval` pairs them); an error for the rows of more than one arm."""
     if "bucket" in rows.columns:
         rows = rows[rows["bucket"] == "all"]
     if "population" in rows.columns and (rows["population"] == "all jobs").any():
         rows = rows[rows["population"] == "all jobs"]
+    if "arm" in rows.columns and rows["arm"].nunique() > 1:
+        raise ValueError(f"stability: the rows of {rows['arm'].nunique()} arms (pass the rows of one arm)")
     block = "block" if "block" in rows.columns else "seed"
-    if rows[block].duplicated().any():
-        raise ValueError("stability: a block appears more than once (pass the rows of one arm)")
-    return rows.sort_values(block, kind="stable").assign(_block=lambda r: r[block].astype(float))
+    rows = rows.sort_values(block, kind="stable").drop_duplicates(block, keep="first")
+    return rows.assign(_block=lambda r: r[block].astype(float))
 
 
 def stability(rows: pd.DataFrame, metric: str = "wait_total_mean_s") -> Stability:
