@@ -146,3 +146,91 @@ def test_pooled_ratio_is_a_ratio_of_sums_with_a_block_bootstrap():
     # a block without a value weighs nothing
     gap = pooled_interval([1.0, np.nan, 3.0], [1.0, 5.0, 1.0])
     assert gap.mean == pytest.approx(2.0) and gap.n == 2
+
+
+# ----------------------------------------------------------------------------- several whole runs
+
+Z95 = 1.959963984540054
+
+
+def _log_interval(theta, se, n=7, n_eff=float("nan")):
+    """A change whose 95% interval is normal on the log scale: log ratio ``theta`` with standard error ``se``."""
+    from dlcluster.experiments.intervals import Interval
+
+    return Interval(math.expm1(theta), math.expm1(theta - Z95 * se), math.expm1(theta + Z95 * se), n, "m",
+                    effective_n=n_eff)
+
+
+def test_two_agreeing_runs_combine_by_inverse_variance():
+    from dlcluster.experiments.intervals import combine_runs
+
+    one = _log_interval(-0.2, 0.1, n_eff=3.5)
+    both = combine_runs([one, one])
+    # the same log ratio, its standard error over sqrt(2); runs x effective blocks: 3.5 + 3.5
+    assert both.mean == pytest.approx(math.expm1(-0.2))
+    assert both.low == pytest.approx(math.expm1(-0.2 - Z95 * 0.1 / math.sqrt(2)))
+    assert both.high == pytest.approx(math.expm1(-0.2 + Z95 * 0.1 / math.sqrt(2)))
+    assert both.effective_n == pytest.approx(7.0) and both.n == 14 and "fixed effect" in both.method
+    # unequal precision: weights 1/0.1^2 = 100 and 1/0.2^2 = 25, and no between-run variance (Q = 0.8 < 1)
+    mixed = combine_runs([_log_interval(-0.2, 0.1), _log_interval(-0.1, 0.2)])
+    assert mixed.mean == pytest.approx(math.expm1((100 * -0.2 + 25 * -0.1) / 125))
+    assert mixed.high == pytest.approx(math.expm1(-0.18 + Z95 / math.sqrt(125)))
+    assert mixed.effective_n == pytest.approx(14.0)   # no effective n given: each run's n
+
+
+def test_runs_that_disagree_add_the_between_run_variance():
+    from dlcluster.experiments.intervals import combine_runs
+
+    # log ratios -0.2 and +0.2, standard errors 0.05: w = 400 each, Q = 400 (0.04 + 0.04) = 32 on 1 df,
+    # tau^2 = (32 - 1) / (800 - 400) = 0.0775, w* = 1 / 0.08 = 12.5 each: the standard error is 1 / sqrt(25) = 0.2;
+    # Hartung-Knapp's scale 12.5 (0.04 + 0.04) / 1 = 1, and t(0.975, 1 df) = 12.706: two runs that disagree say little
+    ci = combine_runs([_log_interval(-0.2, 0.05), _log_interval(0.2, 0.05)])
+    assert ci.mean == pytest.approx(0.0, abs=1e-12)
+    t1 = 12.706204736174698
+    assert (ci.low, ci.high) == (pytest.approx(math.expm1(-t1 * 0.2)), pytest.approx(math.expm1(t1 * 0.2)))
+    assert "DerSimonian-Laird" in ci.method and "0.0775" in ci.method and "Hartung-Knapp" in ci.method
+    # three runs, two agreeing: the scale (weighted spread) above 1 widens the interval further
+    three = combine_runs([_log_interval(-0.2, 0.05), _log_interval(-0.2, 0.05), _log_interval(0.2, 0.05)])
+    assert -1 < three.low < three.mean < 0 < three.high
+
+
+def test_runs_of_blocks_keep_each_runs_blocks_together():
+    from dlcluster.experiments.intervals import (
+        circular_block_samples, combine_runs, effective_n, pooled_ratio_interval)
+
+    jobs = np.array([100, 300, 200, 100, 400, 100, 200], float)
+    before = np.array([10, 20, 30, 40, 10, 20, 30], float)
+    # every block 20% faster in both runs: exactly -20%, with no width
+    same = combine_runs([(0.8 * before, jobs, before, jobs), (1.6 * before, jobs, 2 * before, jobs)])
+    assert (same.mean, same.low, same.high) == (pytest.approx(-0.2), pytest.approx(-0.2), pytest.approx(-0.2))
+    assert same.n == 14 and "same ratio" in same.method
+    # one noisy run: its log pooled ratio, with the variance of its circular block bootstrap's log ratios
+    after = before * np.array([0.7, 0.9, 0.8, 1.0, 0.75, 0.85, 0.95])
+    single = combine_runs([(after, jobs, before, jobs)])
+    pooled = pooled_ratio_interval(after, jobs, before, jobs)
+    assert single.mean == pytest.approx(pooled.mean)
+    index = circular_block_samples(7)
+    logs = np.log((after * jobs)[index].sum(1) / (before * jobs)[index].sum(1))
+    theta = math.log1p(pooled.mean)
+    assert single.low == pytest.approx(math.expm1(theta - Z95 * logs.std(ddof=1)))
+    assert single.effective_n == pytest.approx(effective_n(np.log(after / before)))
+    assert pooled.effective_n == single.effective_n
+    # two such runs: the same point, a narrower interval, twice the effective replicates
+    two = combine_runs([(after, jobs, before, jobs)] * 2)
+    assert two.mean == pytest.approx(single.mean) and two.high - two.low < single.high - single.low
+    assert two.effective_n == pytest.approx(2 * single.effective_n)
+    with pytest.raises(ValueError, match="paired by block"):
+        combine_runs([(after, jobs, before[:5], jobs[:5])])
+
+
+def test_exact_runs_that_disagree_fall_back_on_the_runs_alone():
+    from dlcluster.experiments.intervals import combine_runs
+
+    jobs, before = np.ones(4), np.array([1.0, 2.0, 3.0, 4.0])
+    ci = combine_runs([(0.8 * before, jobs, before, jobs), (0.9 * before, jobs, before, jobs)])
+    logs = np.log([0.8, 0.9])
+    half = 12.706204736174698 * logs.std(ddof=1) / math.sqrt(2)   # t(0.975, 1 df)
+    assert ci.mean == pytest.approx(math.expm1(logs.mean()))
+    assert (ci.low, ci.high) == (pytest.approx(math.expm1(logs.mean() - half)),
+                                 pytest.approx(math.expm1(logs.mean() + half)))
+    assert "Student t of the runs" in ci.method

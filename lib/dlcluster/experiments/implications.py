@@ -2,7 +2,9 @@
 
 Each row reads **supported** (the interval of the change lies on the side the implication predicts),
 **contradicted** (on the other side), **no effect larger than X** (the interval includes no change; X is the larger
-end of the interval, so the design excludes any larger effect) or **cannot be tested on public data** (why), and
+end of the interval, so the design excludes any larger effect), **unstable: <arm> queue grows X per week** (an arm
+without a steady state, :func:`.intervals.stability`: a ratio over the run would depend on how long the run lasts, so
+no interval is shown and the row is never scored) or **cannot be tested on public data** (why), and
 carries what it rests on (:data:`KINDS`): only a *mechanism* row is a finding; a *by construction* or an
 *assumption* row is shown with its tag.
 """
@@ -14,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .common import paired_ratio, percent_text, ratio_text, short_duration
-from .intervals import Interval
+from .common import metric_weights, paired_ratio, percent_text, ratio_text, short_duration
+from .intervals import Interval, Stability, combine_runs, replicate_unit, stability
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 
 #: The headline target: a 95% interval on a relative change no wider than this either side of its estimate.
@@ -34,6 +36,10 @@ IMPLICATIONS = {
     "early termination": "early_termination",
 }
 UNTESTABLE = "cannot be tested on public data"
+#: How an answer on an arm without a steady state starts (:func:`unstable_words`); such an answer is never scored.
+UNSTABLE = "unstable"
+#: The answers that are verdicts (scored): every other answer counts as neither.
+VERDICTS = ("supported", "contradicted")
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,23 @@ class Answer:
     kind: str
     replicates: str
     why: str = ""
+    #: what the interval's replicates are worth as independent ones (:func:`.intervals.effective_n` of the per-block
+    #: log ratios; runs x effective blocks for :func:`.intervals.combine_runs`); NaN where not computed
+    effective_n: float = float("nan")
 
     @property
     def key(self) -> str:
         return IMPLICATIONS[self.implication]
+
+    @property
+    def unstable(self) -> bool:
+        """An arm of the comparison has no steady state: no interval, never scored (:func:`unstable_words`)."""
+        return self.answer.startswith(f"{UNSTABLE}:")
+
+    @property
+    def verdict(self) -> str | None:
+        """'supported' or 'contradicted' where the answer is one (a scored verdict), else None."""
+        return self.answer if self.answer in VERDICTS else None
 
     def row(self) -> dict:
         ci = self.change
@@ -61,7 +80,16 @@ class Answer:
         detectable = "" if ci is None or not np.isfinite(ci.detectable) else f"±{100 * ci.detectable:.{digits}f}%"
         return {"implication": self.implication, "answer": self.answer, "change": shown, "comparison": self.comparison,
                 "smallest detectable change": detectable, "±10-point target": interval_target(ci, self.kind, self.why),
-                "rests on": self.kind, "replicates": self.replicates, "why": self.why}
+                "rests on": self.kind, "replicates": self.replicates,
+                "effective replicates": effective_text(self.effective_n, ci), "why": self.why}
+
+
+def effective_text(n_eff: float, change: Interval | None) -> str:
+    """'3.4 of 7 blocks': what the replicates are worth as independent ones beside their count ('' when unknown)."""
+    if change is None or not np.isfinite(n_eff):
+        return ""
+    unit = replicate_unit(change)
+    return f"{n_eff:.1f} of {change.n} {unit}{'' if change.n == 1 else 's'}"
 
 
 def interval_target(change: Interval | None, kind: str = "", assumed: str = "") -> str:
@@ -126,6 +154,13 @@ def answer_words(change: Interval, predicted: str = "down") -> str:
     return f"no effect larger than {100 * bound:.0f}%"
 
 
+def unstable_words(stabilities: dict[str, Stability]) -> str:
+    """'unstable: strict locality queue grows 4.5 h per week' for the arms of ``stabilities`` (arm: its
+    :func:`.intervals.stability`) that are unstable, joined by '; '; '' when every arm is stable."""
+    parts = [f"{arm} queue grows {s.growth_text}" for arm, s in stabilities.items() if not s.stable]
+    return f"{UNSTABLE}: " + "; ".join(parts) if parts else ""
+
+
 def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s") -> Interval | None:
     rows = rows[rows["bucket"] == "all"]
     if not {base, arm} <= set(rows["arm"]):
@@ -134,11 +169,39 @@ def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s"
 
 
 def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_mean_s", why=""):
+    """One implication's answer from the change of ``metric`` from ``base`` to ``arm``; when either arm's queue has no
+    steady state (:func:`.intervals.stability`), 'unstable: ...' with no interval (never scored), the why giving the
+    growth."""
     change = _compare(rows, base, arm, metric)
     if change is None:
         return Answer(implication, "not in this grid", f"{arm} vs {base}", None, kind, replicates,
                       f"the grid has no '{arm}' or '{base}' arm")
-    return Answer(implication, answer_words(change), f"{what}: '{arm}' vs '{base}'", change, kind, replicates, why)
+    comparison = f"{what}: '{arm}' vs '{base}'"
+    stabilities = {name: stability(rows[rows["arm"] == name]) for name in dict.fromkeys((arm, base))}
+    unstable = unstable_words(stabilities)
+    if unstable:
+        reasons = "; ".join(f"'{name}': {s.reason}" for name, s in stabilities.items() if not s.stable)
+        return Answer(implication, unstable, comparison, None, kind, replicates,
+                      f"no steady state, so a ratio over the run depends on how long it lasts ({reasons})"
+                      + (f"; {why}" if why else ""))
+    return Answer(implication, answer_words(change), comparison, change, kind, replicates, why,
+                  change.effective_n if np.isfinite(change.effective_n) else float(change.n))
+
+
+def run_blocks(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s") -> tuple:
+    """One run's paired blocks of ``metric`` (its sweep table's 'all' bucket): ``(after, after_weights, before,
+    before_weights)`` in block order, as :func:`.intervals.combine_runs` takes them."""
+    rows = rows[rows["bucket"] == "all"] if "bucket" in rows.columns else rows
+    after = rows[rows["arm"] == arm].groupby("seed", sort=True).first()
+    before = rows[rows["arm"] == base].groupby("seed", sort=True).first().reindex(after.index)
+    return (after[metric].to_numpy(float), metric_weights(after, metric), before[metric].to_numpy(float),
+            metric_weights(before, metric))
+
+
+def combined_change(runs: list[pd.DataFrame], base: str, arm: str, metric: str = "jct_mean_s") -> Interval:
+    """The change from ``base`` to ``arm`` over several whole runs (their sweep tables, one per draw), each run's
+    blocks kept together (:func:`.intervals.combine_runs`)."""
+    return combine_runs([run_blocks(rows, base, arm, metric) for rows in runs])
 
 
 def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, replicates: str,
@@ -220,3 +283,30 @@ def scorecard_words(answers: list[Answer], implications: tuple[str, ...]) -> str
             parts.append(f"{a.implication}: {a.answer}" + (f" ({row['change']}; {a.kind})" if row["change"] else
                                                             f" ({a.kind})"))
     return "; ".join(parts)
+
+
+#: The columns that tell one arm's rows from another's in the sweep table (those present are used).
+ARM_KEYS = ("experiment", "load_label", "interference", "arm")
+
+
+def arm_stability(table: pd.DataFrame) -> pd.DataFrame:
+    """Every arm's :func:`.intervals.stability` from the sweep table (:func:`.grid.with_arms`'s; its 'all' bucket of
+    all jobs), in the table's order: whether its queue has a steady state, the mean wait's and the mean JCT's growth
+    per week (hours) with the wait's one-sided 95% lower bound, the blocks and the reason. An unstable arm's ratio is
+    never scored (:func:`_answer`)."""
+    rows = table
+    if "bucket" in rows.columns:
+        rows = rows[rows["bucket"] == "all"]
+    if "population" in rows.columns:
+        rows = rows[rows["population"] == "all jobs"]
+    keys = [k for k in ARM_KEYS if k in rows.columns]
+    out = []
+    for key, group in rows.groupby(keys, sort=False, dropna=False):
+        s = stability(group)
+        out.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)), "stable": s.stable,
+                    "wait growth per week (h)": s.growth_per_week_s / 3600,
+                    "its one-sided 95% lower bound (h)": s.growth_lower_s / 3600,
+                    "JCT growth per week (h)": s.jct_growth_per_week_s / 3600, "blocks": s.n,
+                    "reason": s.reason})
+    return pd.DataFrame(out, columns=[*keys, "stable", "wait growth per week (h)", "its one-sided 95% lower bound (h)",
+                                      "JCT growth per week (h)", "blocks", "reason"])
