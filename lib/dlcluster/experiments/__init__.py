@@ -56,9 +56,10 @@ one module per experiment (:mod:`.locality`, :mod:`.interference`,
 :mod:`.failures`, :mod:`.early_stop`, :mod:`.policies`), :mod:`.grid` (the
 cells of a sweep and running one), :mod:`.plots`, and :mod:`.sweep` (the
 generic sweep runner: local processes or a Dask cluster, with a cache).
-A new experiment gets a module of its own (copy :mod:`.interference`), a
-branch in :func:`.grid.simulation_options` and its cells in
-:func:`.grid.experiment_cells`.
+Each experiment owns its arms: its module defines ``cells(spec, arms)`` (the cells of its arms) and ``options(cell,
+workload, philly, slowdown)`` (a cell's policy, simulator options, workload and extras), and :data:`.grid.ARMS` names
+them with the arm label; the grid only lists and runs cells. A new experiment gets a module of its own (copy
+:mod:`.failures`: its ``cells``, ``options``, arm label and conclusion) and one entry in :data:`.grid.ARMS`.
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from .common import paired_change, percent_text, rows_of, summarize
+from ..sim import make_policy
+from .common import ArmCells, paired_change, percent_text, rows_of, summarize
 from .intervals import Interval, direction
 from .kinds import BY_CONSTRUCTION, tagged
 from .plots import load_colors
@@ -55,6 +57,24 @@ def early_stop_points(source: str, tolerance: float) -> pd.DataFrame:
                         .to_numpy(float), "quality_lost": np.asarray(lost, dtype=float)})
     out.attrs["dropped"] = int(len(summary) - len(measured))
     return out
+
+
+def cells(spec, arms: ArmCells) -> None:
+    """The early-termination arms: no early stop (the baseline) and each of the grid's tolerances."""
+    arms.add({"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
+
+
+def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
+    """An early-termination arm: Philly as calibrated; at a tolerance each job draws a real curve's convergence point
+    (seeded) and stops there, and ``extras["quality_lost"]`` is that curve's quality lost."""
+    out, extras = {}, {}
+    if cell.get("tolerance") is not None:
+        points = early_stop_points(cell.get("curve_source", "pollux"), float(cell["tolerance"]))
+        pick = np.random.default_rng([cell["seed"], 0xE4]).integers(0, len(points), len(workload))
+        workload = replace(workload, converge_frac=np.clip(points["time_fraction"].to_numpy()[pick], 1e-6, 1.0))
+        out["early_stop"] = True
+        extras["quality_lost"] = points["quality_lost"].to_numpy()[pick]
+    return make_policy("philly", **philly), out, workload, extras
 
 
 def early_stop_arm(row) -> str:

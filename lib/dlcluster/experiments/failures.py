@@ -8,8 +8,10 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from ..sim.failures import FailureModel, default_failure_model
+from ..sim import make_policy
+from ..sim.failures import RETRY_PRESETS, FailureModel, default_failure_model
 from .common import (
+    ArmCells,
     cached_trace,
     difference_text,
     format_seconds,
@@ -25,6 +27,10 @@ from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
                "adaptive": "class-aware retries", "prerun": "1-GPU pre-run + class-aware"}
+
+
+def failures_arm(row) -> str:
+    return RETRY_NAMES[row["retry"]]
 
 
 FAILURE_MODEL_NAMES = {"fitted": "fitted to the public data", "illustrative": "illustrative (simulator default)"}
@@ -60,6 +66,27 @@ def failure_model(name: str, trace: str = "public") -> FailureModel:
     if name == "illustrative":
         return default_failure_model()
     raise ValueError(f"failure_model must be one of {sorted(FAILURE_MODEL_NAMES)}, got {name!r}")
+
+
+def cells(spec, arms: ArmCells) -> None:
+    """The failure arms: no failures (the baseline) and each retry rule, under each of the grid's failure models."""
+    arms.add({"failure_model": list(spec.failure_models), "retry": ["none", "philly", "adaptive", "prerun"]})
+
+
+def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
+    """A failure arm: Philly as calibrated, the failure model's failures under the arm's retry rule (none in the
+    baseline), and the jobs the model leaves alone (``extras["good"]``)."""
+    out = {}
+    model = failure_model(cell["failure_model"], cell["trace"])
+    retry = cell["retry"]
+    if retry != "none":
+        if retry not in RETRY_PRESETS:
+            raise ValueError(f"retry must be 'none' or one of {sorted(RETRY_PRESETS)}, got {retry!r}")
+        out["failures"], out["retry"] = model, retry
+    # jobs the model hits, drawn as the simulator draws them (the class draw comes first): the baseline
+    # run knows them too, so 'good jobs' are the same jobs in every arm
+    extras = {"good": model.draws(len(workload), 1, cell["seed"]).job_class < 0}
+    return make_policy("philly", **philly), out, workload, extras
 
 
 def earliest_rtf_s(model: FailureModel) -> float:
