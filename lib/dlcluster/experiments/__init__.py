@@ -14,7 +14,8 @@ experiments (``experiment`` parameter of a cell):
 
 1. ``locality``: strict locality vs Philly's relax-after-timeout (sweeping the
    timeout) vs no locality at all; long jobs held to strict locality (their
-   duration known in advance: an oracle) or migrated to a tighter placement.
+   duration known in advance: an oracle) or migrated to a tighter placement (when at least an hour of work is left:
+   an oracle too, or once they have run an hour: attained service, which a scheduler knows).
 2. ``interference``: packing jobs onto busy servers (best fit) vs spreading
    them (most free GPUs, Philly's rule) vs dedicated servers (a job only gets
    servers no other job uses); migration (defragment + consolidate) on or off.
