@@ -71,7 +71,8 @@ from .common import (  # noqa: F401
     resample_periods, rows_of, scale_load, short_duration, summarize, replay_block_inputs,
     is_block_design, level_interval, paired_interval)
 from .early_stop import (  # noqa: F401
-    early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
+    curve_bootstrap_saving, early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost,
+    saving_beside_paper)
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
