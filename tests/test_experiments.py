@@ -211,9 +211,9 @@ def test_experiment_cells_of_the_small_grids():
         cells = E.experiment_cells(spec, "public", "fp", [0, 1], calibrated)
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
         # locality: strict, any, the grid's timeouts and the calibrated one (180 s unless given), long jobs
-        # strict/migrated; interference: 2 x 2 + dedicated; failures: 1 model x 4 retry settings; early stop: off +
-        # 1 tolerance; policies at two loads
-        assert counts == {"locality": 2 * (5 + timeouts - (name == "pollux-small")), "interference": 10,
+        # strict/migrated (work left: an oracle)/migrated (attained service); interference: 2 x 2 + dedicated;
+        # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at two loads
+        assert counts == {"locality": 2 * (6 + timeouts - (name == "pollux-small")), "interference": 10,
                           "failures": 8, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
         assert all(c["inputs"] == "fp" for c in cells)
@@ -227,6 +227,8 @@ def test_experiment_cells_of_the_small_grids():
     assert sorted({c["relax_after_s"] for c in full if c["experiment"] == "locality" and c["relax_after_s"]}) \
         == [60.0, 120.0, 900.0]
     assert {c["relax_after_s"] for c in validated if c.get("long_jobs") in ("strict", "migrate")} == {60.0}
+    assert [c["long_jobs"] for c in validated if c["experiment"] == "locality" and c["long_jobs"] != "as-others"] \
+        == ["strict", "migrate", "migrate-attained"]
     with pytest.raises(ValueError, match="no calibrated factor"):
         E.experiment_cells(E.grid_spec("pollux-small"), "public", "fp", [0])
     with pytest.raises(ValueError, match="grid must be one of"):

@@ -94,10 +94,10 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
         verdict = r[f"implications.{key}.answer"]
         assert (verdict == "supported") == (high < 0) and (verdict == "contradicted") == (low > 0)
     assert r["implications.scorecard.failures"].count("cannot be tested on public data") == 2
-    # small grid, one replay per arm: locality 5 (strict, any, the calibrated timeout, long jobs strict or
-    # migrated), interference 5 (under the one assumed scenario of params/ci.yaml), failures 4, early stop 2,
-    # policies 2 x 2 loads
-    assert r["sweep.cells"] == 5 + 5 + 4 + 2 + 4
+    # small grid, one replay per arm: locality 6 (strict, any, the calibrated timeout, long jobs strict or
+    # migrated by their work left or by their attained service), interference 5 (under the one assumed scenario of
+    # params/ci.yaml), failures 4, early stop 2, policies 2 x 2 loads
+    assert r["sweep.cells"] == 6 + 5 + 4 + 2 + 4
     assert all(k.startswith(("failures.real.", "early_stop.real.", "locality.real.")) for k in r
                if k.startswith(("failures.", "early_stop.", "locality.")))
     # experiment 1: holding 5-8-GPU gangs to locality makes them wait: strict locality waits the longest of the three

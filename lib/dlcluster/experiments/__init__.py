@@ -14,7 +14,8 @@ experiments (``experiment`` parameter of a cell):
 
 1. ``locality``: strict locality vs Philly's relax-after-timeout (sweeping the
    timeout) vs no locality at all; long jobs held to strict locality (their
-   duration known in advance: an oracle) or migrated to a tighter placement.
+   duration known in advance: an oracle) or migrated to a tighter placement (when at least an hour of work is left:
+   an oracle too, or once they have run an hour: attained service, which a scheduler knows).
 2. ``interference``: packing jobs onto busy servers (best fit) vs spreading
    them (most free GPUs, Philly's rule) vs dedicated servers (a job only gets
    servers no other job uses); migration (defragment + consolidate) on or off.
@@ -56,9 +57,10 @@ one module per experiment (:mod:`.locality`, :mod:`.interference`,
 :mod:`.failures`, :mod:`.early_stop`, :mod:`.policies`), :mod:`.grid` (the
 cells of a sweep and running one), :mod:`.plots`, and :mod:`.sweep` (the
 generic sweep runner: local processes or a Dask cluster, with a cache).
-A new experiment gets a module of its own (copy :mod:`.interference`), a
-branch in :func:`.grid.simulation_options` and its cells in
-:func:`.grid.experiment_cells`.
+Each experiment owns its arms: its module defines ``cells(spec, arms)`` (the cells of its arms) and ``options(cell,
+workload, philly, slowdown)`` (a cell's policy, simulator options, workload and extras), and :data:`.grid.ARMS` names
+them with the arm label; the grid only lists and runs cells. A new experiment gets a module of its own (copy
+:mod:`.failures`: its ``cells``, ``options``, arm label and conclusion) and one entry in :data:`.grid.ARMS`.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ from .common import (  # noqa: F401
     resample_periods, rows_of, scale_load, short_duration, summarize, replay_block_inputs,
     is_block_design, level_interval, paired_interval)
 from .early_stop import (  # noqa: F401
-    early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost)
+    curve_bootstrap_saving, early_stop_conclusion, early_stop_points, early_stop_savings, plot_early_stop, quality_lost,
+    saving_beside_paper)
 from .failures import earliest_rtf_s, failure_costs, failure_model, failures_conclusion, plot_failures  # noqa: F401
 from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -505,6 +506,28 @@ def paired_change(table: pd.DataFrame, arm: str, baseline, metric: str, keys: li
 
 
 # --------------------------------------------------------------------------- arms
+
+
+@dataclass
+class ArmCells:
+    """What an experiment module's ``cells(spec, arms)`` lists its arms with (made by :func:`.grid.experiment_cells`).
+
+    Each experiment owns its arms (the way Gavel keeps one file per policy): its module says which cells it runs and
+    how each is simulated, and the grid only runs them. ``add(axes, fixed)`` appends the experiment's cells at its
+    loads (every combination of ``axes``, each replicate seed); ``loads`` overrides those loads (the policies run at
+    their own).
+    """
+
+    experiment: str
+    add_cells: Callable
+    loads: list
+    resolve: Callable
+    default_relax_s: float = 180.0
+    interference_scenarios: dict = field(default_factory=dict)
+
+    def add(self, axes: dict, fixed: dict | None = None, loads: list | None = None) -> None:
+        self.add_cells(self.experiment, self.loads if loads is None else loads, axes, fixed)
+
 
 
 def short_duration(seconds: float) -> str:

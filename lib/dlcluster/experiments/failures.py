@@ -8,9 +8,12 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from ..sim.failures import FailureModel, default_failure_model
+from ..sim import make_policy
+from ..sim.failures import RETRY_PRESETS, FailureModel, default_failure_model
 from .common import (
+    ArmCells,
     cached_trace,
+    NEAR_ZERO_DURATION_S,
     difference_text,
     format_seconds,
     near_zero_reason,
@@ -25,6 +28,10 @@ from .plots import load_colors
 
 RETRY_NAMES = {"none": "no failures (baseline)", "philly": "retry everything (Philly)",
                "adaptive": "class-aware retries", "prerun": "1-GPU pre-run + class-aware"}
+
+
+def failures_arm(row) -> str:
+    return RETRY_NAMES[row["retry"]]
 
 
 FAILURE_MODEL_NAMES = {"fitted": "fitted to the public data", "illustrative": "illustrative (simulator default)"}
@@ -62,6 +69,39 @@ def failure_model(name: str, trace: str = "public") -> FailureModel:
     raise ValueError(f"failure_model must be one of {sorted(FAILURE_MODEL_NAMES)}, got {name!r}")
 
 
+def cells(spec, arms: ArmCells) -> None:
+    """The failure arms: no failures (the baseline) and each retry rule, under each of the grid's failure models."""
+    arms.add({"failure_model": list(spec.failure_models), "retry": ["none", "philly", "adaptive", "prerun"]})
+
+
+#: How every failure arm represents the calibrated replay's attempt split (ReplayParams.attempt_split: ~39% of jobs
+#: replayed as an earlier attempt and a re-queue, :class:`dlcluster.sim.attempts.PlannedRetries`): not at all, the
+#: baseline included. The simulator takes one failure model and one retry rule per run, and the split rides on that
+#: machinery (planned failures under a rule that keeps progress and retries once); an arm's injected failures and its
+#: retry rule (which loses progress) replace it. So that the arms differ only in their failures and retry rule, the
+#: baseline drops the split too: on the calibrated replay it is notebook 05's replay without its attempt split.
+ATTEMPT_SPLIT = ("every failure arm, the baseline without failures included, replays each job as one attempt (the "
+                 "calibrated replay's attempt split left out), so that the arms differ only in the injected failures "
+                 "and the retry rule")
+
+
+def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
+    """A failure arm: Philly as calibrated, the failure model's failures under the arm's retry rule (none in the
+    baseline), and the jobs the model leaves alone (``extras["good"]``). No arm keeps the replay's attempt split
+    (:data:`ATTEMPT_SPLIT`): ``failures`` and ``retry`` are always set, None in the baseline."""
+    out = {"failures": None, "retry": None}
+    model = failure_model(cell["failure_model"], cell["trace"])
+    retry = cell["retry"]
+    if retry != "none":
+        if retry not in RETRY_PRESETS:
+            raise ValueError(f"retry must be 'none' or one of {sorted(RETRY_PRESETS)}, got {retry!r}")
+        out["failures"], out["retry"] = model, retry
+    # jobs the model hits, drawn as the simulator draws them (the class draw comes first): the baseline
+    # run knows them too, so 'good jobs' are the same jobs in every arm
+    extras = {"good": model.draws(len(workload), 1, cell["seed"]).job_class < 0}
+    return make_policy("philly", **philly), out, workload, extras
+
+
 def earliest_rtf_s(model: FailureModel) -> float:
     """The shortest runtime to failure any class of ``model`` can draw (seconds): a pre-run shorter than this can
     catch no failure."""
@@ -78,7 +118,9 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
     ``good_jct_change`` / ``good_wait_change``: mean JCT / mean queueing delay of the jobs the failure model does not
     hit (the same jobs in every arm) against the same seed's run without failures (relative, paired by seed);
     ``good_wait_base``: that wait without failures, and ``good_wait_difference`` the paired difference in seconds.
-    Each with its 95% interval (``_ci_low``, ``_ci_high``; :mod:`.intervals`).
+    Each with its 95% interval (``_ci_low``, ``_ci_high``; :mod:`.intervals`). On a base under
+    :data:`GOOD_WAIT_FLOOR_S` ``good_wait_change`` is NaN (no ratio) and ``good_wait_note`` says why; read the
+    difference.
     """
     allj = rows_of(table, "failures").query("bucket == 'all'").copy()
     allj["wasted_share"] = allj["wasted_gpu_hours"] / allj["gpu_hours"]
@@ -106,8 +148,30 @@ def failure_costs(table: pd.DataFrame) -> pd.DataFrame:
         "retry": "arm", "mean": "good_wait_difference", "ci_low": "good_wait_difference_ci_low",
         "ci_high": "good_wait_difference_ci_high"})
     difference["arm"] = difference["arm"].map(RETRY_NAMES)
-    return out.merge(difference[[*keys, "arm", "good_wait_difference", "good_wait_difference_ci_low",
-                                 "good_wait_difference_ci_high"]], on=[*keys, "arm"], how="left")
+    out = out.merge(difference[[*keys, "arm", "good_wait_difference", "good_wait_difference_ci_low",
+                                "good_wait_difference_ci_high"]], on=[*keys, "arm"], how="left")
+    # no ratio on a base under the floor: the table shows the difference (and why), as the sentence does
+    out["good_wait_note"] = [good_wait_floor_reason(b) for b in out["good_wait_base"]]
+    below = out["good_wait_note"] != ""
+    out.loc[below, ["good_wait_change", "good_wait_change_ci_low", "good_wait_change_ci_high",
+                    "good_wait_change_detectable"]] = np.nan
+    return out
+
+
+#: The never-failing jobs' mean wait without failures (the base of ``good_wait_change``) under which
+#: :func:`failure_costs` gives no ratio, only the paired difference in seconds with its interval. It is the floor every
+#: sentence uses for a duration (:data:`.common.NEAR_ZERO_DURATION_S`, a minute: a few times the scheduler latency
+#: fitted on the real waits), so that the table and the sentence say the same: on a base that short, a wait that all
+#: but vanishes reads "−100% [−100%, −100%]" (issue 48), a ratio of seconds that says nothing a difference does not.
+GOOD_WAIT_FLOOR_S = NEAR_ZERO_DURATION_S
+
+
+def good_wait_floor_reason(base: float) -> str:
+    """Why the never-failing jobs' wait change on ``base`` (s) is a difference, not a ratio ('' above the floor)."""
+    if np.isfinite(base) and base < GOOD_WAIT_FLOOR_S:
+        return (f"a difference, not a ratio: the wait without failures ({format_seconds(base)}) is under "
+                f"{format_seconds(GOOD_WAIT_FLOOR_S)}")
+    return ""
 
 
 def _interval(row, name: str) -> Interval:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..report.plotting import duration_axis, place_legend
 from ..sim import Migration, Workload, make_policy, simulate
-from ..sim.failures import RETRY_PRESETS
 from ..sim.slowdown import REAL_FROM_RECORD, SlowdownModel, default_slowdown_model
+from . import early_stop, failures, locality, policies
 from .common import (
     EXPERIMENTS,
+    ArmCells,
     Inputs,
     CalibratedReplay,
     cached_trace,
@@ -29,11 +31,11 @@ from .common import (
     replay_block_inputs,
 )
 from .early_stop import early_stop_arm, early_stop_points
-from .failures import RETRY_NAMES, failure_model, fitted_failure_spec
+from .failures import failures_arm, fitted_failure_spec
 from .interference import DedicatedPlacement, interference_arm
-from .locality import LONG_JOB_S, LongJobsStrictPolicy, locality_arm
+from .locality import locality_arm
 from .plots import TIME_FLOOR_S
-from .policies import POLICY_NAMES
+from .policies import POLICY_NAMES, policy_arm
 
 
 def inputs_fingerprint(trace: str, max_jobs: int | None = None, racks: int | None = None,
@@ -175,32 +177,18 @@ def experiment_cells(spec: GridSpec, trace: str, fingerprint: str, seeds, calibr
 
     base = [resolve(lo) for lo in spec.experiment_loads]
     extra = dict(spec.sensitivity)
-    unknown = set(extra) - {"locality", "interference", "failures", "early_stop"}
+    unknown = set(extra) - set(SENSITIVITY_EXPERIMENTS)
     if unknown:
         raise ValueError(f"sensitivity loads are for experiments 1-4, got {sorted(unknown)}")
 
     def loads(experiment):
         return base + [resolve(float(f)) for f in extra.get(experiment, ())]
 
-    relax = sorted({*map(float, spec.relax_after_s), float(default_relax_s)})
-    add("locality", loads("locality"), {"locality": ["strict", "any"]},
-        {"relax_after_s": None, "long_jobs": "as-others"})
-    add("locality", loads("locality"), {"relax_after_s": relax}, {"locality": "relax", "long_jobs": "as-others"})
-    add("locality", loads("locality"), {"long_jobs": ["strict", "migrate"]},
-        {"locality": "relax", "relax_after_s": float(default_relax_s)})
     scenarios = NO_INTERFERENCE_SCENARIO if interference_scenarios is None else interference_scenarios
-    for name, (one_server, spread) in scenarios.items():
-        scenario = {"interference": str(name), "colocated_one_server": float(one_server),
-                    "colocated_spread": float(spread)}
-        add("interference", loads("interference"), {"placement": ["pack", "spread"], "migration": [False, True]},
-            scenario)
-        add("interference", loads("interference"), {"placement": ["dedicated"]}, {**scenario, "migration": False})
-    add("failures", loads("failures"), {"failure_model": list(spec.failure_models),
-                                        "retry": ["none", "philly", "adaptive", "prerun"]})
-    add("early_stop", loads("early_stop"), {"tolerance": [None, *spec.tolerances]}, {"curve_source": "pollux"})
-    for load in spec.policy_loads:
-        policies = [p for p in spec.policies if p != "srtf" or load in spec.oracle_loads]
-        add("policy", [resolve(load)], {"policy": policies})
+    for name, experiment in ARMS.items():
+        if experiment.cells is not None:
+            experiment.cells(spec, ArmCells(name, add, loads(name) if name in SENSITIVITY_EXPERIMENTS else base,
+                                            resolve, float(default_relax_s), dict(scenarios)))
     return cells
 
 
@@ -224,9 +212,70 @@ def calibrated_load(calibration: pd.DataFrame, target: float) -> float:
                      f"{np.round(y, 3).tolist()} at load factors {x.tolist()}: widen calibration_loads")
 
 
+def calibrate_options(cell: dict, workload: Workload, philly: dict, slowdown) -> tuple[object, dict, Workload, dict]:
+    """A calibration cell: Philly as calibrated, nothing else."""
+    return make_policy("philly", **philly), {}, workload, {}
+
+
+# ---- interference: its arms stay here for now (an adapter: the interference experiment's own module takes them)
+def interference_cells(spec: GridSpec, arms: ArmCells) -> None:
+    """The interference arms under each scenario: pack or spread, migration on or off, and dedicated servers."""
+    for name, (one_server, spread) in arms.interference_scenarios.items():
+        scenario = {"interference": str(name), "colocated_one_server": float(one_server),
+                    "colocated_spread": float(spread)}
+        arms.add({"placement": ["pack", "spread"], "migration": [False, True]}, scenario)
+        arms.add({"placement": ["dedicated"]}, {**scenario, "migration": False})
+
+
+def interference_options(cell: dict, workload: Workload, philly: dict, slowdown) -> tuple[object, dict, Workload,
+                                                                                         dict]:
+    """An interference arm: the replay's own slowdown with the scenario's assumed colocation slowdown added, and the
+    arm's placement and migration."""
+    base = default_slowdown_model() if isinstance(slowdown, str) else \
+        SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
+    options = {"slowdown": base.with_interference(
+        cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
+        f"assumed: scenario {cell.get('interference', 'none')!r}")}
+    policy = make_policy("philly", **philly)
+    placement = cell["placement"]
+    if placement not in ("pack", "spread", "dedicated"):
+        raise ValueError(f"placement must be 'pack', 'spread' or 'dedicated', got {placement!r}")
+    options["placement"] = {"pack": "best_fit", "spread": "most_free"}.get(placement) or DedicatedPlacement()
+    if cell.get("migration", False):
+        options["migration"] = Migration()
+    return policy, options, workload, {}
+# ---- end of the interference adapter
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment's arms, as its module defines them: ``cells(spec, arms)`` lists its cells (None: the grid
+    lists none, e.g. the calibration's own cells), ``options(cell, workload, philly, slowdown)`` gives a cell's policy,
+    simulator options, workload and per-job extras, ``arm(row)`` its label."""
+
+    cells: Callable | None
+    options: Callable
+    arm: Callable
+
+
+#: Every experiment, in grid order (the order :func:`experiment_cells` lists their cells): the registry the grid
+#: runs from; a new experiment is one module with ``cells``, ``options`` and an arm label, and one entry here.
+ARMS = {
+    "calibrate": Experiment(None, calibrate_options, lambda row: "Philly"),
+    "locality": Experiment(locality.cells, locality.options, locality_arm),
+    "interference": Experiment(interference_cells, interference_options, interference_arm),
+    "failures": Experiment(failures.cells, failures.options, failures_arm),
+    "early_stop": Experiment(early_stop.cells, early_stop.options, early_stop_arm),
+    "policy": Experiment(policies.cells, policies.options, policy_arm),
+}
+#: The experiments a grid's ``sensitivity`` may add scaled loads to (experiments 1-4)
+SENSITIVITY_EXPERIMENTS = ("locality", "interference", "failures", "early_stop")
+
+
 def simulation_options(cell: dict, workload: Workload, philly: dict | None = None,
                        slowdown="default") -> tuple[object, dict, Workload, dict]:
-    """Policy, simulator options, the workload (possibly with convergence points) and per-job extras.
+    """Policy, simulator options, the workload (possibly with convergence points) and per-job extras: the cell's
+    experiment's ``options`` (:data:`ARMS`).
 
     ``philly``: options of the Philly policy (:attr:`Inputs.philly`: the calibrated replay's calibrated ones).
     ``slowdown``: the replay's own slowdown (:attr:`Inputs.options`'s; on the calibrated replay each job is charged
@@ -236,68 +285,9 @@ def simulation_options(cell: dict, workload: Workload, philly: dict | None = Non
     scenario's assumed colocation slowdown to it.
     """
     experiment = cell["experiment"]
-    philly = dict(philly or {})
-    extras = {}
-    options = {}
-    if experiment in ("locality", "interference"):
-        # they compare placements, so they need the slowdown model: the replay's own (not a second one on top of it,
-        # which would charge a spread job twice: its real duration already holds its real placement's slowdown)
-        options["slowdown"] = slowdown
-        if experiment == "interference":
-            base = default_slowdown_model() if isinstance(slowdown, str) else \
-                SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
-            options["slowdown"] = base.with_interference(
-                cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
-                f"assumed: scenario {cell.get('interference', 'none')!r}")
-    if experiment in ("calibrate", "failures", "early_stop"):
-        policy = make_policy("philly", **philly)
-    elif experiment == "locality":
-        relax_after = float(cell.get("relax_after_s") or philly.get("relax_after_s", 180.0))
-        long_jobs = cell.get("long_jobs", "as-others")
-        # the calibrated replay's back-off scope (every job size, or gangs only) and its gangs' own timeout (None: the
-        # arm's) hold in every arm, so that the arm relaxing after the calibrated timeout is notebook 05's replay
-        backoff, gang_relax = philly.get("backoff", "gangs"), philly.get("gang_relax_after_s")
-        if long_jobs == "strict":
-            policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after, backoff, gang_relax)
-        else:
-            policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after, backoff=backoff,
-                                 gang_relax_after_s=gang_relax)
-        if long_jobs == "migrate":
-            options["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=LONG_JOB_S)
-        elif long_jobs not in ("as-others", "strict"):
-            raise ValueError(f"long_jobs must be 'as-others', 'strict' or 'migrate', got {long_jobs!r}")
-    elif experiment == "interference":
-        policy = make_policy("philly", **philly)
-        placement = cell["placement"]
-        if placement not in ("pack", "spread", "dedicated"):
-            raise ValueError(f"placement must be 'pack', 'spread' or 'dedicated', got {placement!r}")
-        options["placement"] = {"pack": "best_fit", "spread": "most_free"}.get(placement) or DedicatedPlacement()
-        if cell.get("migration", False):
-            options["migration"] = Migration()
-    elif experiment == "policy":
-        # every policy places as the calibrated replay does, so that the comparison is of queue order, locality and
-        # preemption, and Philly's arm is notebook 05's replay (placements are compared in the interference
-        # experiment)
-        policy = make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {}))
-    else:
+    if experiment not in ARMS:
         raise ValueError(f"unknown experiment {experiment!r}; choose from {EXPERIMENTS}")
-    if experiment == "failures":
-        model = failure_model(cell["failure_model"], cell["trace"])
-        retry = cell["retry"]
-        if retry != "none":
-            if retry not in RETRY_PRESETS:
-                raise ValueError(f"retry must be 'none' or one of {sorted(RETRY_PRESETS)}, got {retry!r}")
-            options["failures"], options["retry"] = model, retry
-        # jobs the model hits, drawn as the simulator draws them (the class draw comes first): the baseline
-        # run knows them too, so 'good jobs' are the same jobs in every arm
-        extras["good"] = model.draws(len(workload), 1, cell["seed"]).job_class < 0
-    if experiment == "early_stop" and cell.get("tolerance") is not None:
-        points = early_stop_points(cell.get("curve_source", "pollux"), float(cell["tolerance"]))
-        pick = np.random.default_rng([cell["seed"], 0xE4]).integers(0, len(points), len(workload))
-        workload = replace(workload, converge_frac=np.clip(points["time_fraction"].to_numpy()[pick], 1e-6, 1.0))
-        options["early_stop"] = True
-        extras["quality_lost"] = points["quality_lost"].to_numpy()[pick]
-    return policy, options, workload, extras
+    return ARMS[experiment].options(cell, workload, dict(philly or {}), slowdown)
 
 
 def run_cell(cell: dict) -> pd.DataFrame:
@@ -359,7 +349,8 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
 
 
 #: Cells that replay Philly exactly as calibrated, nothing injected or changed: the failures experiment's arm without
-#: failures, early termination's arm without it, the policies' Philly arm (:func:`simulation_options`)
+#: failures (not on the calibrated replay: it leaves the attempt split out), early termination's arm without it, the
+#: policies' Philly arm (:func:`simulation_options`)
 _PHILLY_AS_CALIBRATED = (("failures", "retry", "none"), ("early_stop", "tolerance", None),
                          ("policy", "policy", "philly"))
 #: What those three experiments' cells name besides the simulation they share
@@ -375,12 +366,16 @@ def shared_simulations(cells: list[dict]):
       termination and policy experiments names it. Early termination's and the policies' cells take the rows of
       the grid's first failures cell without failures where there is one (its rows hold every population the three
       measure: every job, and the jobs its failure model leaves alone), else of the first of them. A failures
-      cell keeps its own run: its second population is its own failure model's.
+      cell keeps its own run: its second population is its own failure model's. On the calibrated replay (a cell
+      with ``replay``) the failures' baseline is not Philly as calibrated: it leaves the replay's attempt split out,
+      as every failure arm does (:data:`.failures.ATTEMPT_SPLIT`), so it runs on its own.
     """
     def shared_key(cell):
         return json.dumps({k: v for k, v in cell.items() if k not in _ARM_KEYS}, sort_keys=True)
 
     def as_calibrated(cell):
+        if cell.get("experiment") == "failures" and cell.get("replay") is not None:
+            return False   # without the replay's attempt split (.failures.ATTEMPT_SPLIT)
         return any(cell.get("experiment") == e and cell.get(k, None) == v for e, k, v in _PHILLY_AS_CALIBRATED)
 
     runs: dict[str, dict] = {}
@@ -433,10 +428,7 @@ def with_arms(table: pd.DataFrame) -> pd.DataFrame:
         # (the cell's seed only seeds the failure and convergence draws)
         out["cell_seed"] = out["seed"]
         out["seed"] = out["block"].astype(int)
-    labels = {"locality": locality_arm, "interference": interference_arm, "early_stop": early_stop_arm,
-              "policy": lambda r: POLICY_NAMES[r["policy"]], "failures": lambda r: RETRY_NAMES[r["retry"]],
-              "calibrate": lambda r: "Philly"}
-    out["arm"] = [labels[r["experiment"]](r) for _, r in out.iterrows()]
+    out["arm"] = [ARMS[r["experiment"]].arm(r) for _, r in out.iterrows()]
     out["load_label"] = [load_label(s, f) for s, f in zip(out["load_setting"], out["load"], strict=True)]
     out["load_key"] = [load_key(s, f) for s, f in zip(out["load_setting"], out["load"], strict=True)]
     return out

@@ -19,6 +19,7 @@ import pandas as pd
 from .common import metric_weights, paired_ratio, percent_text, ratio_text, short_duration
 from .intervals import Interval, Stability, combine_runs, replicate_unit, stability
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
+from .locality import LONG_JOBS_ARMS
 
 #: The headline target: a 95% interval on a relative change no wider than this either side of its estimate.
 TARGET_HALF_WIDTH = 0.10
@@ -223,7 +224,7 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
                 f"mean JCT of all jobs, with {slowdown}",
                 why="relaxing after Philly's calibrated timeout, against never relaxing"),
         _answer("migrate long jobs", locality, philly_arm,
-                f"{philly_arm}, long jobs migrated", "mechanism", replicates,
+                f"{philly_arm}, {LONG_JOBS_ARMS['migrate']}", "mechanism", replicates,
                 f"mean JCT of all jobs, with {slowdown}; jobs of at least 1 h moved to a tighter placement"),
     ]
     interference = at[at["experiment"] == "interference"]

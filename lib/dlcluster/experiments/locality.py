@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..sim import PhillyPolicy
-from .common import arm_change, best_arm, compare_arms, format_seconds, judged_change, mean_where, short_duration
+from ..sim import Migration, PhillyPolicy, make_policy
+from .common import (ArmCells, arm_change, best_arm, compare_arms, format_seconds, judged_change, mean_where,
+                     short_duration)
 from .kinds import BY_CONSTRUCTION, MECHANISM, kind_tag, tagged
 
 #: A job that holds its GPUs at least this long counts as long (locality experiment).
 LONG_JOB_S = 3600.0
+#: What the long-jobs arms do with long jobs, as their labels say it. 'migrate' moves a spread job to a tighter
+#: placement when it has at least LONG_JOB_S of work LEFT: the remaining time is known to the policy, an oracle;
+#: 'migrate-attained' moves it once it has RUN at least LONG_JOB_S, which a scheduler knows (Tiresias' attained
+#: service: ``Migration(min_attained_s=...)``).
+LONG_JOBS_ARMS = {"strict": "long jobs strict",
+                  "migrate": "long jobs migrated (remaining time known: oracle)",
+                  "migrate-attained": "long jobs migrated (run at least 1 h: attained service)"}
 
 
 class LongJobsStrictPolicy(PhillyPolicy):
@@ -32,11 +40,45 @@ class LongJobsStrictPolicy(PhillyPolicy):
             super().on_wait(job, now, sim)
 
 
+def cells(spec, arms: ArmCells) -> None:
+    """The locality arms: strict and no locality; relaxing after each of the grid's timeouts (the calibrated one
+    always among them); long jobs held strict or migrated (by the work they have left, an oracle, or by the time
+    they have run), at the calibrated timeout."""
+    relax = sorted({*map(float, spec.relax_after_s), float(arms.default_relax_s)})
+    arms.add({"locality": ["strict", "any"]}, {"relax_after_s": None, "long_jobs": "as-others"})
+    arms.add({"relax_after_s": relax}, {"locality": "relax", "long_jobs": "as-others"})
+    arms.add({"long_jobs": ["strict", "migrate", "migrate-attained"]},
+             {"locality": "relax", "relax_after_s": float(arms.default_relax_s)})
+
+
+def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
+    """A locality arm's policy and options. It compares placements, so it keeps the replay's own slowdown (not a
+    second one on top of it, which would charge a spread job twice: its real duration already holds its real
+    placement's slowdown)."""
+    out = {"slowdown": slowdown}
+    relax_after = float(cell.get("relax_after_s") or philly.get("relax_after_s", 180.0))
+    long_jobs = cell.get("long_jobs", "as-others")
+    # the calibrated replay's back-off scope (every job size, or gangs only) and its gangs' own timeout (None: the
+    # arm's) hold in every arm, so that the arm relaxing after the calibrated timeout is notebook 05's replay
+    backoff, gang_relax = philly.get("backoff", "gangs"), philly.get("gang_relax_after_s")
+    if long_jobs == "strict":
+        policy = LongJobsStrictPolicy(LONG_JOB_S, relax_after, backoff, gang_relax)
+    else:
+        policy = make_policy("philly", locality=cell["locality"], relax_after_s=relax_after, backoff=backoff,
+                             gang_relax_after_s=gang_relax)
+    if long_jobs == "migrate":
+        out["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=LONG_JOB_S)
+    elif long_jobs == "migrate-attained":
+        out["migration"] = Migration(defragment=False, consolidate=True, min_remaining_s=0.0,
+                                     min_attained_s=LONG_JOB_S)
+    elif long_jobs not in ("as-others", "strict"):
+        raise ValueError(f"long_jobs must be 'as-others' or one of {sorted(LONG_JOBS_ARMS)}, got {long_jobs!r}")
+    return policy, out, workload, {}
+
+
 def locality_arm(row) -> str:
-    if row["long_jobs"] == "strict":
-        return f"relax after {short_duration(row['relax_after_s'])}, long jobs strict"
-    if row["long_jobs"] == "migrate":
-        return f"relax after {short_duration(row['relax_after_s'])}, long jobs migrated"
+    if row["long_jobs"] in LONG_JOBS_ARMS:
+        return f"relax after {short_duration(row['relax_after_s'])}, {LONG_JOBS_ARMS[row['long_jobs']]}"
     if row["locality"] == "relax":
         return f"relax after {short_duration(row['relax_after_s'])}"
     return {"strict": "strict locality", "any": "no locality (any GPUs)"}[row["locality"]]

@@ -7,9 +7,11 @@ import pandas as pd
 
 from ..ordering import decision_value
 from ..report.verdicts import HOLDS, Outcome, Side, judge
+from ..sim import make_policy
 from ..sim.policies import POLICIES
 from ..trace.schema import SIZE_BUCKETS
-from .common import arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where, paired_change
+from .common import (ArmCells, arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where,
+                     paired_change)
 from .kinds import kind_tag, load_kind
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
@@ -17,6 +19,25 @@ POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "g
 #: The measures each policy is compared with Philly on: the mean JCT, every wait (comparable across preemptive and
 #: non-preemptive policies) and the first wait (comparable only between policies that never preempt).
 POLICY_METRICS = ("jct_mean_s", "wait_total_mean_s", "queue_mean_s")
+
+
+def cells(spec, arms: ArmCells) -> None:
+    """The policy arms at each of the grid's policy loads (SRTF only at its oracle loads: its preemptions make heavy
+    loads slow to simulate)."""
+    for load in spec.policy_loads:
+        policies = [p for p in spec.policies if p != "srtf" or load in spec.oracle_loads]
+        arms.add({"policy": policies}, loads=[arms.resolve(load)])
+
+
+def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
+    """A policy arm. Every policy places as the calibrated replay does, so that the comparison is of queue order,
+    locality and preemption, and Philly's arm is notebook 05's replay (placements are compared in the interference
+    experiment)."""
+    return make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {})), {}, workload, {}
+
+
+def policy_arm(row) -> str:
+    return POLICY_NAMES[row["policy"]]
 
 
 def is_preemptive(arm: str) -> bool:

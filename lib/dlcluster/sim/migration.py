@@ -9,6 +9,10 @@ Two uses of moving running jobs (paper implications 1 and 2):
 * **consolidate**: when capacity is freed, a running job spread wider than it
   must be (more servers or racks than its size needs) and with at least
   ``min_remaining_s`` of work left moves to a tighter placement, if one exists.
+  Knowing the work left is an oracle (a real scheduler does not know when a job
+  will end); ``min_attained_s`` asks instead that the job has already run that
+  long (its attained service, which a scheduler does know: Tiresias ranks on
+  it), with ``min_remaining_s=0`` the rule without the oracle.
 
 A moved job makes no progress for ``cost_s`` (checkpoint and restore; 60 s is
 an assumption) and its move is recorded as a new attempt (outcome
@@ -30,12 +34,16 @@ class Migration:
     defragment: bool = True
     consolidate: bool = True
     min_remaining_s: float = 3600.0
+    #: consolidate only jobs that have run at least this long (s): GPU-seconds held so far over the gang's GPUs
+    min_attained_s: float = 0.0
 
     def __post_init__(self):
         if not self.cost_s >= 0:
             raise ValueError(f"migration: cost_s must be >= 0, got {self.cost_s!r}")
         if not self.min_remaining_s >= 0:
             raise ValueError(f"migration: min_remaining_s must be >= 0, got {self.min_remaining_s!r}")
+        if not self.min_attained_s >= 0:
+            raise ValueError(f"migration: min_attained_s must be >= 0, got {self.min_attained_s!r}")
 
     def make_room(self, sim, job, now: float) -> bool:
         """Free one server for ``job`` by moving single-server jobs away; start it there."""
@@ -108,6 +116,8 @@ class Migration:
                 spread.settle(job)   # its work left only shrinks: it stays where it is for this attempt
                 continue
             spread.look_again(job)   # it had room: its next chance does not wait for more room
+            if self.min_attained_s and sim.attained(job, now) < self.min_attained_s * job.num_gpus:
+                continue   # it has not run long enough yet: looked at again when capacity is next freed
             cluster.release(job.idx, job.alloc)
             choice = sim.placement.choose(cluster, job.gpus_now, job.min_level, job.attempt_level - 1)
             cluster.allocate_masks(job.idx, job.alloc)
