@@ -61,36 +61,51 @@ def _workload():
                     num_gpus=np.array([1, 1], dtype=np.int64), service_s=np.array([1000.0, 500.0]), epoch=EPOCH)
 
 
-def test_every_failure_arm_leaves_the_replays_attempt_split_out_the_baseline_included():
+def test_the_injected_arms_and_their_base_leave_the_split_out_the_baseline_keeps_it():
+    """'none' is notebook 05's replay (the split kept: no options of its own); 'one-attempt' and the injected arms
+    set failures and retry, which replaces the split: the injected arms' base replays each job as one attempt."""
     w = _workload()
     topology = topology_from_spec(racks=1, servers_per_rack=1, gpus_per_server=4)
     # the replay's options: job a replayed as a first attempt of 400 s and a re-queue (the attempt split)
     replay = {"failures": PlannedRetries([400.0, np.nan]), "retry": PLANNED_RETRY}
-    split = simulate(w, topology, "fifo", **replay).jobs.set_index("jobid")
-    assert split.loc["a", "num_failures"] == 1 and split.loc["b", "num_failures"] == 0
     ran = {}
-    for retry in ("none", "philly"):
+    for retry in ("none", "one-attempt", "philly"):
         cell = {"experiment": "failures", "failure_model": "illustrative", "retry": retry, "seed": 0,
                 "trace": "public"}
         _, options, _, extras = failures.options(cell, w, {}, None)
-        assert set(options) == {"failures", "retry"}
+        assert set(options) == (set() if retry == "none" else {"failures", "retry"})
         merged = {**replay, **options}   # as run_cell merges the replay's options with the arm's
-        assert not isinstance(merged["failures"], PlannedRetries)
+        assert isinstance(merged["failures"], PlannedRetries) == (retry == "none")
         ran[retry] = simulate(w, topology, "fifo", seed=0, **merged).jobs.set_index("jobid")
-    # the baseline: each job one attempt of its whole duration, no planned re-queue
-    assert ran["none"]["num_failures"].tolist() == [0, 0]
-    assert ran["none"].loc["a", "jct_s"] == pytest.approx(1000.0)
-    assert split.loc["a", "jct_s"] == pytest.approx(1000.0)   # the split keeps progress: same JCT, two attempts
+    # the baseline keeps the split: job a in two attempts; the arms' base: each job one attempt of its whole duration
+    assert ran["none"]["num_failures"].tolist() == [1, 0]
+    assert ran["one-attempt"]["num_failures"].tolist() == [0, 0]
+    # the split keeps progress: the same JCT either way
+    assert ran["none"].loc["a", "jct_s"] == pytest.approx(1000.0) == ran["one-attempt"].loc["a", "jct_s"]
 
 
-def test_on_the_calibrated_replay_the_failures_baseline_runs_on_its_own():
+def test_the_failures_baseline_is_philly_as_calibrated_its_one_attempt_base_runs_on_its_own():
     common = {"trace": "public", "resample_block_days": 0.0, "inputs": "test", "seed": 0, "load_setting": "real",
               "load": 1.0}
     replay = {**common, "replay": {"block_days": 7.0}, "calibration_cache": None}
-    for scope, shared in ((common, True), (replay, False)):
+    for scope in (common, replay):
         base = {**scope, "experiment": "failures", "failure_model": "fitted", "retry": "none"}
+        one = {**base, "retry": "one-attempt"}
         stop = {**scope, "experiment": "early_stop", "tolerance": None, "curve_source": "pollux"}
         philly = {**scope, "experiment": "policy", "policy": "philly"}
-        same_as = E.shared_simulations([base, stop, philly])
-        assert same_as(base) == base
-        assert (same_as(stop), same_as(philly)) == ((base, base) if shared else (stop, stop))
+        same_as = E.shared_simulations([base, one, stop, philly])
+        assert same_as(base) == base and same_as(one) == one
+        assert (same_as(stop), same_as(philly)) == (base, base)
+
+
+def test_failure_costs_compare_the_injected_arms_with_the_one_attempt_base():
+    table = _costs_table()
+    # a 'one-attempt' base 10 s above 'none' in every row: the arms' changes are read against it, 'none' drops out
+    extra = table[table["retry"] == "none"].copy()
+    extra["retry"], extra["arm"] = "one-attempt", failures.RETRY_NAMES["one-attempt"]
+    extra["queue_mean_s"] += 10.0
+    extra["jct_mean_s"] += 10.0
+    costs = failures.failure_costs(pd.concat([table, extra], ignore_index=True)).set_index("failure_model")
+    assert list(costs["arm"]) == [failures.RETRY_NAMES["philly"]] * 2
+    assert costs.loc["fitted", "good_wait_base"] == pytest.approx(710.0)
+    assert costs.loc["illustrative", "good_wait_difference"] == pytest.approx(-40.0)

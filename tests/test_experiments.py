@@ -212,9 +212,9 @@ def test_experiment_cells_of_the_small_grids():
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
         # locality: strict, any, the grid's timeouts and the calibrated one (180 s unless given), long jobs
         # strict/migrated (work left: an oracle)/migrated (attained service); interference: 2 x 2 + dedicated;
-        # failures: 1 model x 4 retry settings; early stop: off + 1 tolerance; policies at two loads
+        # failures: 1 model x 5 retry settings (no failures, its one-attempt base, 3 rules); early stop: off + 1 tolerance; policies at two loads
         assert counts == {"locality": 2 * (6 + timeouts - (name == "pollux-small")), "interference": 10,
-                          "failures": 8, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
+                          "failures": 10, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
         assert all(c["inputs"] == "fp" for c in cells)
     validated = E.experiment_cells(E.grid_spec("small"), "public", "fp", [0], default_relax_s=60.0)

@@ -27,7 +27,7 @@ def blocks(experiment, arm, waits_h, jct_factor=1.0, **extra):
 def sweep(strict_waits):
     rows = [*blocks("locality", "no locality (any GPUs)", FLAT),
             *blocks("locality", PHILLY, FLAT, jct_factor=0.9),
-            *blocks("locality", f"{PHILLY}, long jobs migrated", FLAT, jct_factor=0.85),
+            *blocks("locality", f"{PHILLY}, long jobs migrated (remaining time known: oracle)", FLAT, jct_factor=0.85),
             *blocks("locality", "strict locality", strict_waits)]
     return pd.DataFrame(rows).assign(interference=np.nan)
 
@@ -92,7 +92,7 @@ def test_arm_stability_lists_every_arm():
     from dlcluster.experiments.implications import arm_stability
 
     table = arm_stability(sweep(GROWING))
-    assert list(table["arm"]) == ["no locality (any GPUs)", PHILLY, f"{PHILLY}, long jobs migrated",
+    assert list(table["arm"]) == ["no locality (any GPUs)", PHILLY, f"{PHILLY}, long jobs migrated (remaining time known: oracle)",
                                   "strict locality"]
     assert list(table["stable"]) == [True, True, True, False]
     strict = table.set_index("arm").loc["strict locality"]

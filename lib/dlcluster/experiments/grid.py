@@ -349,8 +349,8 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
 
 
 #: Cells that replay Philly exactly as calibrated, nothing injected or changed: the failures experiment's arm without
-#: failures (not on the calibrated replay: it leaves the attempt split out), early termination's arm without it, the
-#: policies' Philly arm (:func:`simulation_options`)
+#: failures (the arm 'one-attempt' is not: it leaves the replay's attempt split out), early termination's arm without it,
+#: the policies' Philly arm (:func:`simulation_options`)
 _PHILLY_AS_CALIBRATED = (("failures", "retry", "none"), ("early_stop", "tolerance", None),
                          ("policy", "policy", "philly"))
 #: What those three experiments' cells name besides the simulation they share
@@ -366,16 +366,12 @@ def shared_simulations(cells: list[dict]):
       termination and policy experiments names it. Early termination's and the policies' cells take the rows of
       the grid's first failures cell without failures where there is one (its rows hold every population the three
       measure: every job, and the jobs its failure model leaves alone), else of the first of them. A failures
-      cell keeps its own run: its second population is its own failure model's. On the calibrated replay (a cell
-      with ``replay``) the failures' baseline is not Philly as calibrated: it leaves the replay's attempt split out,
-      as every failure arm does (:data:`.failures.ATTEMPT_SPLIT`), so it runs on its own.
+      cell keeps its own run: its second population is its own failure model's.
     """
     def shared_key(cell):
         return json.dumps({k: v for k, v in cell.items() if k not in _ARM_KEYS}, sort_keys=True)
 
     def as_calibrated(cell):
-        if cell.get("experiment") == "failures" and cell.get("replay") is not None:
-            return False   # without the replay's attempt split (.failures.ATTEMPT_SPLIT)
         return any(cell.get("experiment") == e and cell.get(k, None) == v for e, k, v in _PHILLY_AS_CALIBRATED)
 
     runs: dict[str, dict] = {}
