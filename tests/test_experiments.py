@@ -331,7 +331,7 @@ def test_interference_conclusion():
     values = {}
     for arm, speed, frag, jct in [("pack (best fit)", 0.6, 60, 5000), ("spread (Philly)", 0.8, 600, 4000),
                                   ("spread (Philly) + migration", 0.8, 300, 3900),
-                                  ("dedicated servers", 1.0, 7200, 9000)]:
+                                  (E.DEDICATED_ARM, 1.0, 7200, 9000)]:
         values[arm] = (speed, frag, jct)
     rows = pd.DataFrame([{"load_label": "L", "arm": arm, "bucket": bucket, "seed": seed, "jobs": 3,
                           "speed_mean": v[0], "frag_delay_mean_s": v[1] * (1 + seed), "jct_mean_s": v[2]}

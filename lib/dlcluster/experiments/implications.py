@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .common import paired_ratio, percent_text, ratio_text, short_duration
+from .interference import DEDICATED_ARM
 from .intervals import Interval
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 
@@ -173,7 +174,7 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
         part = interference[interference["interference"] == scenario]
         kind = "mechanism" if scenario == "none" else "assumption"
         answers.append(_answer(
-            "isolate or pack against interference", part, "spread (Philly)", "dedicated servers", kind, replicates,
+            "isolate or pack against interference", part, "spread (Philly)", DEDICATED_ARM, kind, replicates,
             f"mean JCT of all jobs under the interference scenario '{scenario}'",
             why=("colocation interference assumed (no public data measure it): the answer follows from the "
                  "assumption" if kind == "assumption" else "no interference: what isolation costs in waiting")))
