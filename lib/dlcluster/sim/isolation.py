@@ -96,6 +96,7 @@ class IsolatePlacement:
 
     def __init__(self, gangs):
         self.gangs = frozenset(int(i) for i in np.flatnonzero(np.asarray(gangs, dtype=bool)))
+        self._rooms_at, self._rooms = None, None
 
     def __repr__(self) -> str:
         return f"IsolatePlacement({len(self.gangs)} gangs)"
@@ -103,6 +104,22 @@ class IsolatePlacement:
     def holds_gang(self, cluster: ClusterState, server: int) -> bool:
         """Whether a gang holds GPUs of ``server`` (a running one, or a waiting one's held GPUs)."""
         return not self.gangs.isdisjoint(cluster.jobs_on[server])
+
+    def rooms(self, sim) -> tuple[list[tuple[int, int]], list[int]]:
+        """``([(GPUs to move, server), ...] ascending, servers no gang holds)``: the servers :class:`IsolatingMigration`
+        could empty, each by moving its 1-GPU jobs (all running) to the free GPUs of the other servers no gang holds.
+        Kept until an allocation changes (``sim.allocation_changes``): a saturated cluster asks for room for every
+        waiting gang size in every pass, and a scan of every server each time took most of the arm's run."""
+        at = (sim.cluster, sim.allocation_changes)
+        if self._rooms_at is None or self._rooms_at[0] is not at[0] or self._rooms_at[1] != at[1]:
+            cluster, running = sim.cluster, sim.running
+            cap, free, jobs_on, gangs = cluster.cap, cluster.free, cluster.jobs_on, self.gangs
+            shared = [s for s in range(len(cap)) if gangs.isdisjoint(jobs_on[s])]
+            shared_free = sum(free[s] for s in shared)
+            rooms = sorted((cap[s] - free[s], s) for s in shared
+                           if 0 < cap[s] - free[s] <= shared_free - free[s] and all(o in running for o in jobs_on[s]))
+            self._rooms_at, self._rooms = at, (rooms, shared)
+        return self._rooms
 
     def choose(self, cluster: ClusterState, num_gpus: int, min_level: int, max_level: int):
         if num_gpus > 1:
@@ -129,20 +146,13 @@ class IsolatingMigration(Migration):
         g = job.gpus_now
         if g == 1 or job.min_level != Locality.SERVER or not sim.admissible(job):
             return False
-        cluster, placement, running = sim.cluster, sim.placement, sim.running
-        cap, free, jobs_on = cluster.cap, cluster.free, cluster.jobs_on
-        shared = [s for s in range(len(cap)) if not placement.holds_gang(cluster, s)]
-        shared_free = sum(free[s] for s in shared)
-        best = None
-        for s in shared:
-            moved = cap[s] - free[s]
-            # an idle server fits (choose found none); a mover must be running (not a waiting gang's hold)
-            if cap[s] < g or moved == 0 or moved > shared_free - free[s] or not all(o in running for o in jobs_on[s]):
-                continue
-            if best is None or moved < best[0]:
-                best = (moved, s)
+        rooms, shared = sim.placement.rooms(sim)
+        cap = sim.cluster.cap
+        # an idle server fits the gang (choose found none): rooms holds only servers with jobs to move
+        best = next(((moved, s) for moved, s in rooms if cap[s] >= g), None)
         if best is None:
             return False
+        cluster, jobs_on = sim.cluster, sim.cluster.jobs_on
         source = best[1]
         movers = sorted(jobs_on[source])
         for o, dest in zip(movers, _best_fit_singles(cluster, shared, source, len(movers)), strict=True):
