@@ -10,6 +10,7 @@ from dlcluster import experiments as E
 from dlcluster.experiments import grid
 from dlcluster.sim import Migration, simulate, topology_from_spec
 from dlcluster.sim.isolation import IsolatePlacement, IsolatingMigration
+from dlcluster.sim.topology import Topology
 from dlcluster.sim.workload import Workload
 
 THREE_BY_FOUR = topology_from_spec(1, 3, 4)
@@ -101,6 +102,22 @@ def test_migration_empties_a_server_of_one_gpu_jobs_for_a_gang():
     plain, plain_jobs = run(DEFRAG_ROWS)
     assert plain_jobs.loc["K", ["first_start_s", "end_s"]].tolist() == [104, 154]
     assert servers_of(plain)["K"] == [("m0",)]
+
+
+def test_migration_empties_the_smallest_server_that_holds_the_gang():
+    # m0 has 8 GPUs, m1 and m2 4. a, b, c, d fill m1 (best fit: the lowest 4-free server); G takes idle m2; e finds
+    # only m0. a, b end at 20, 21: m1 holds c, d (2 free), m0 holds e (7 free). K (4 GPUs, t=30) finds no idle
+    # server: emptying m0 would move one job, but would leave K's 4 unused GPUs on it idle; m1 (two jobs) holds K
+    # exactly. c and d move to m0; K runs 30-80
+    topology = Topology(server_names=("m0", "m1", "m2"), server_gpus=(8, 4, 4), server_rack=(0, 0, 0))
+    rows = [("a", 0, 1, 20), ("b", 1, 1, 20), ("c", 2, 1, 1000), ("d", 3, 1, 1000), ("G", 4, 4, 1000),
+            ("e", 5, 1, 1000), ("K", 30, 4, 50)]
+    result, jobs = run(rows, topology=topology, migration=IsolatingMigration(cost_s=5, consolidate=False))
+    servers = servers_of(result)
+    assert servers["G"] == [("m2",)] and servers["e"] == [("m0",)]
+    assert servers["K"] == [("m1",)] and servers["c"] == servers["d"] == [("m1",), ("m0",)]
+    assert jobs.loc["K", ["first_start_s", "end_s"]].tolist() == [30, 80]
+    assert shared_with_a_gang(result, jobs["num_gpus"].to_dict()) == []
 
 
 def test_plain_defragmentation_would_break_the_isolation():

@@ -9,9 +9,10 @@ defragment), beside :mod:`.placement`.
 * :class:`IsolatingMigration`: :class:`~.migration.Migration` whose defragmentation keeps that isolation. The plain
   one moves any single-server job to the best-fitting server and starts the waiting job beside what stays: it would
   move a gang onto the 1-GPU jobs' servers, or start a gang on a server with a neighbour. Here a gang that fits one
-  server gets one by moving the 1-GPU jobs off a server no gang holds (the fewest first), each to the best-fitting
-  other such server; a 1-GPU job is never helped by moving (no move frees a GPU on a server without a gang).
-  Consolidation is the plain one: it asks the placement, so it keeps isolation already.
+  server gets one by moving the 1-GPU jobs off a server no gang holds (the smallest server that fits, as the
+  placement picks an idle one, then the fewest jobs to move), each to the best-fitting other such server; a 1-GPU
+  job is never helped by moving (no move frees a GPU on a server without a gang). Consolidation is the plain one:
+  it asks the placement, so it keeps isolation already.
 
 Which jobs are gangs is given per job (the workload's ``num_gpus > 1``): the cluster records which jobs hold a server,
 not their sizes, and a gang's last server may hold one of its GPUs only. A gang's one-GPU pre-run (``retry="prerun"``)
@@ -105,18 +106,19 @@ class IsolatePlacement:
         """Whether a gang holds GPUs of ``server`` (a running one, or a waiting one's held GPUs)."""
         return not self.gangs.isdisjoint(cluster.jobs_on[server])
 
-    def rooms(self, sim) -> tuple[list[tuple[int, int]], list[int]]:
-        """``([(GPUs to move, server), ...] ascending, servers no gang holds)``: the servers :class:`IsolatingMigration`
-        could empty, each by moving its 1-GPU jobs (all running) to the free GPUs of the other servers no gang holds.
-        Kept until an allocation changes (``sim.allocation_changes``): a saturated cluster asks for room for every
-        waiting gang size in every pass, and a scan of every server each time took most of the arm's run."""
+    def rooms(self, sim) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """``([(size, GPUs to move, server), ...] ascending, servers no gang holds)``: the servers
+        :class:`IsolatingMigration` could empty, each by moving its 1-GPU jobs (all running) to the free GPUs of the
+        other servers no gang holds. Kept until an allocation changes (``sim.allocation_changes``): a saturated
+        cluster asks for room for every waiting gang size in every pass, and a scan of every server each time took
+        most of the arm's run."""
         at = (sim.cluster, sim.allocation_changes)
         if self._rooms_at is None or self._rooms_at[0] is not at[0] or self._rooms_at[1] != at[1]:
             cluster, running = sim.cluster, sim.running
             cap, free, jobs_on, gangs = cluster.cap, cluster.free, cluster.jobs_on, self.gangs
             shared = [s for s in range(len(cap)) if gangs.isdisjoint(jobs_on[s])]
             shared_free = sum(free[s] for s in shared)
-            rooms = sorted((cap[s] - free[s], s) for s in shared
+            rooms = sorted((cap[s], cap[s] - free[s], s) for s in shared
                            if 0 < cap[s] - free[s] <= shared_free - free[s] and all(o in running for o in jobs_on[s]))
             self._rooms_at, self._rooms = at, (rooms, shared)
         return self._rooms
@@ -141,15 +143,16 @@ class IsolatingMigration(Migration):
     simulator's placement must be one)."""
 
     def make_room(self, sim, job, now: float) -> bool:
-        """Empty a server of 1-GPU jobs (the fewest moved, then the lowest index) for a gang that fits one server;
-        move each to the best-fitting other server no gang holds; start the gang there."""
+        """Empty a server of 1-GPU jobs for a gang that fits one server (the smallest server that holds the gang, as
+        :func:`idle_servers_choice` takes an idle one, then the fewest jobs moved, then the lowest index: a gang left
+        on a larger server would keep the GPUs it does not use from everyone); move each to the best-fitting other
+        server no gang holds; start the gang there."""
         g = job.gpus_now
         if g == 1 or job.min_level != Locality.SERVER or not sim.admissible(job):
             return False
         rooms, shared = sim.placement.rooms(sim)
-        cap = sim.cluster.cap
         # an idle server fits the gang (choose found none): rooms holds only servers with jobs to move
-        best = next(((moved, s) for moved, s in rooms if cap[s] >= g), None)
+        best = next(((moved, s) for size, moved, s in rooms if size >= g), None)
         if best is None:
             return False
         cluster, jobs_on = sim.cluster, sim.cluster.jobs_on
