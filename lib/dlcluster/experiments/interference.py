@@ -72,7 +72,7 @@ def interference_options(cell: dict, workload, philly: dict | None = None,
     interference branch, moved here): Philly's calibrated policy; the replay's own slowdown (``slowdown``: the
     replay's, None for none, or "default": the default model) with the scenario's assumed colocation slowdown added;
     the arm's placement; migration (defragment and consolidate) where the cell asks for it, isolation-keeping under
-    ``isolate``. ``dedicated`` refuses migration (its arm is the construction as it was: migration off)."""
+    ``isolate`` (the arms run ``dedicated`` without it: :data:`INTERFERENCE_ARMS`)."""
     philly = dict(philly or {})
     base = default_slowdown_model() if isinstance(slowdown, str) else \
         SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
