@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from dlcluster import experiments as E
-from dlcluster.experiments import grid
+from dlcluster.experiments import grid, interference
 from dlcluster.sim import simulate
 from dlcluster.sim.cluster import ClusterState
 from dlcluster.sim import sharing as sharing_module
@@ -153,7 +153,7 @@ def test_a_whole_run_is_the_same_as_with_the_scan(monkeypatch, racks, min_queue_
             "max_jobs": 3000, "racks": racks, "resample_block_days": 0.0, "seed": 0, "load": 1.0,
             "load_setting": "real", "inputs": "test"}
     rows = E.run_cell(cell)
-    monkeypatch.setattr(grid, "DedicatedPlacement", ScanDedicatedPlacement)
+    monkeypatch.setattr(interference, "DedicatedPlacement", ScanDedicatedPlacement)
     pd.testing.assert_frame_equal(rows, E.run_cell(cell))
 
 

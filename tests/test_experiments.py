@@ -212,7 +212,8 @@ def test_experiment_cells_of_the_small_grids():
         counts = pd.Series([c["experiment"] for c in cells]).value_counts().to_dict()
         # locality: strict, any, the grid's timeouts and the calibrated one (180 s unless given), long jobs
         # strict/migrated (work left: an oracle)/migrated (attained service); interference: 2 x 2 + dedicated;
-        # failures: 1 model x 5 retry settings (no failures, its one-attempt base, 3 rules); early stop: off + 1 tolerance; policies at two loads
+        # failures: 1 model x 5 retry settings (no failures, its one-attempt base, 3 rules); early stop: off + 1
+        # tolerance; policies at two loads
         assert counts == {"locality": 2 * (6 + timeouts - (name == "pollux-small")), "interference": 10,
                           "failures": 10, "early_stop": 4, "policy": 2 * len(spec.policies) * 2}, name
         assert {c["load"] for c in cells if c["experiment"] != "policy"} == loads
@@ -333,7 +334,7 @@ def test_interference_conclusion():
     values = {}
     for arm, speed, frag, jct in [("pack (best fit)", 0.6, 60, 5000), ("spread (Philly)", 0.8, 600, 4000),
                                   ("spread (Philly) + migration", 0.8, 300, 3900),
-                                  ("dedicated servers", 1.0, 7200, 9000)]:
+                                  (E.DEDICATED_ARM, 1.0, 7200, 9000)]:
         values[arm] = (speed, frag, jct)
     rows = pd.DataFrame([{"load_label": "L", "arm": arm, "bucket": bucket, "seed": seed, "jobs": 3,
                           "speed_mean": v[0], "frag_delay_mean_s": v[1] * (1 + seed), "jct_mean_s": v[2]}

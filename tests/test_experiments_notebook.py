@@ -184,7 +184,8 @@ def test_small_grid_figures_and_comparisons(ci_notebook):
         r"([\d.]+) packed and ([\d.]+) spread", text)}
     assert set(speeds) == {"paper"}, text
     r = doc["results"]
-    arms = ("dedicated servers", "pack (best fit)", "spread (Philly)")
+    from dlcluster.experiments import DEDICATED_ARM
+    arms = (DEDICATED_ARM, "pack (best fit)", "spread (Philly)")
     assert speeds["paper"] == pytest.approx(tuple(r[f"interference.real.paper.{arm}.speed_mean"] for arm in arms),
                                             abs=0.005)
     assert all(0 < r[f"interference.real.paper.{arm}.speed_mean"] <= 1 for arm in arms)

@@ -19,7 +19,8 @@ def run(philly_factors, waits_h=(1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.9), jct_h=(100,
     block's factor; strict and migrated arms the baseline's."""
     rows = []
     for arm, factors in (("no locality (any GPUs)", [1.0] * 7), (PHILLY, philly_factors),
-                         ("strict locality", [1.0] * 7), (f"{PHILLY}, long jobs migrated (remaining time known: oracle)", [1.0] * 7)):
+                         ("strict locality", [1.0] * 7),
+                         (f"{PHILLY}, long jobs migrated (remaining time known: oracle)", [1.0] * 7)):
         for b, (w, j, f) in enumerate(zip(waits_h, jct_h, factors, strict=True)):
             rows.append({"experiment": "locality", "arm": arm, "load_label": "L", "population": "all jobs",
                          "bucket": "all", "block": b, "seed": b, "block_days": 7.0, "jobs": 500, "rejected": 0,

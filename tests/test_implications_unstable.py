@@ -92,7 +92,8 @@ def test_arm_stability_lists_every_arm():
     from dlcluster.experiments.implications import arm_stability
 
     table = arm_stability(sweep(GROWING))
-    assert list(table["arm"]) == ["no locality (any GPUs)", PHILLY, f"{PHILLY}, long jobs migrated (remaining time known: oracle)",
+    assert list(table["arm"]) == ["no locality (any GPUs)", PHILLY,
+                                  f"{PHILLY}, long jobs migrated (remaining time known: oracle)",
                                   "strict locality"]
     assert list(table["stable"]) == [True, True, True, False]
     strict = table.set_index("arm").loc["strict locality"]

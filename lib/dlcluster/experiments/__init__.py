@@ -17,8 +17,10 @@ experiments (``experiment`` parameter of a cell):
    duration known in advance: an oracle) or migrated to a tighter placement (when at least an hour of work is left:
    an oracle too, or once they have run an hour: attained service, which a scheduler knows).
 2. ``interference``: packing jobs onto busy servers (best fit) vs spreading
-   them (most free GPUs, Philly's rule) vs dedicated servers (a job only gets
-   servers no other job uses); migration (defragment + consolidate) on or off.
+   them (most free GPUs, Philly's rule), migration (defragment + consolidate) on
+   or off, vs isolating the gangs (a multi-GPU job only gets servers no other job
+   uses, 1-GPU jobs packed on the others, migration to defragment); every job on
+   dedicated servers is kept only as a construction.
 3. ``failures``: no failures (baseline) vs retry everything (Philly) vs
    class-aware retries vs pre-running multi-GPU jobs on one GPU first, under a
    failure model fitted to the public data or the simulator's illustrative one.
@@ -83,7 +85,9 @@ from .implications import (  # noqa: F401
 from .kinds import kind_tag, load_kind, tagged  # noqa: F401
 from .intervals import (  # noqa: F401
     Interval, direction, mean_interval, pooled_interval, pooled_ratio_interval, ratio_interval)
-from .interference import DedicatedPlacement, interference_conclusion, interference_conclusion_by_scenario  # noqa: F401
+from .interference import (  # noqa: F401
+    DEDICATED_ARM, INTERFERENCE_ARMS, ISOLATE_ARM, DedicatedPlacement, interference_arm, interference_conclusion,
+    interference_conclusion_by_scenario, interference_options)
 from .locality import LongJobsStrictPolicy, locality_conclusion, strict_locality_explanation  # noqa: F401
 from .plots import POLICY_COLORS, metric_grid, plot_paired_changes  # noqa: F401
 from .naming import replay_data_label, replay_name, targets_met  # noqa: F401

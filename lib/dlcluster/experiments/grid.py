@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..report.plotting import duration_axis, place_legend
-from ..sim import Migration, Workload, make_policy, simulate
-from ..sim.slowdown import REAL_FROM_RECORD, SlowdownModel, default_slowdown_model
+from ..sim import Workload, make_policy, simulate
+from ..sim.slowdown import REAL_FROM_RECORD
 from . import early_stop, failures, locality, policies
 from .common import (
     EXPERIMENTS,
@@ -32,7 +32,7 @@ from .common import (
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import failures_arm, fitted_failure_spec
-from .interference import DedicatedPlacement, interference_arm
+from .interference import INTERFERENCE_ARMS, interference_arm, interference_options
 from .locality import locality_arm
 from .plots import TIME_FLOOR_S
 from .policies import POLICY_NAMES, policy_arm
@@ -81,18 +81,28 @@ class GridSpec:
     replay: CalibratedReplay | None = None
     #: extra scaled loads for some of experiments 1-4, a sensitivity axis: ((experiment, (factor, ...)), ...)
     sensitivity: tuple = ()
+    #: whether experiment 2 runs the everyone-on-dedicated-servers construction (interference.DEDICATED_ARM)
+    dedicated_arm: bool = False
 
 
 GRIDS = {
     # the block design: every arm replays notebook 05's calibrated replay whole (every RFold job at the real
     # arrival rate, no warm-up of its own), measured in the 7 whole weeks from the occupancy record's start to
-    # RFold's completeness horizon; policies also at load x1.25 (sensitivity). One simulation per arm (~27 s of CPU
-    # each, its 7 blocks measured included)
+    # RFold's completeness horizon. One simulation per arm (~5-10 s of CPU each, its 7 blocks measured included; the
+    # preemptive policies 1-2 min)
     "full": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                      relax_after_s=(60.0, 900.0), tolerances=(0.001, 0.01, 0.05),
                      failure_models=("fitted",), policies=tuple(POLICY_NAMES),
-                     experiment_loads=("real",), policy_loads=("real", 1.25), oracle_loads=("real",),
+                     experiment_loads=("real",), policy_loads=("real",), oracle_loads=("real",),
                      replay=CalibratedReplay(block_days=7.0)),
+    # the same with the sensitivity arms the default leaves out: the policies also at load x1.25 (FIFO's and Philly's
+    # queues grow week after week there: unstable, never scored; the preemptive policies take ~4-5 min each) and the
+    # everyone-on-dedicated-servers construction (its queue grows without bound)
+    "full-sensitivity": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
+                                 relax_after_s=(60.0, 900.0), tolerances=(0.001, 0.01, 0.05),
+                                 failure_models=("fitted",), policies=tuple(POLICY_NAMES),
+                                 experiment_loads=("real",), policy_loads=("real", 1.25), oracle_loads=("real",),
+                                 replay=CalibratedReplay(block_days=7.0), dedicated_arm=True),
     # notebook 05's small calibration (7 fit days, 12 days replayed after 7 of warm-up, 4 trials), measured in
     # its 12 daily blocks: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
@@ -217,34 +227,18 @@ def calibrate_options(cell: dict, workload: Workload, philly: dict, slowdown) ->
     return make_policy("philly", **philly), {}, workload, {}
 
 
-# ---- interference: its arms stay here for now (an adapter: the interference experiment's own module takes them)
 def interference_cells(spec: GridSpec, arms: ArmCells) -> None:
-    """The interference arms under each scenario: pack or spread, migration on or off, and dedicated servers."""
+    """The interference arms (:data:`.interference.INTERFERENCE_ARMS`) under each scenario; the everyone-dedicated
+    construction only where the grid asks for it (``spec.dedicated_arm``: its queue grows without bound, by
+    construction, and it cost the full grid a sixth of its simulation time)."""
     for name, (one_server, spread) in arms.interference_scenarios.items():
         scenario = {"interference": str(name), "colocated_one_server": float(one_server),
                     "colocated_spread": float(spread)}
-        arms.add({"placement": ["pack", "spread"], "migration": [False, True]}, scenario)
-        arms.add({"placement": ["dedicated"]}, {**scenario, "migration": False})
+        for arm in INTERFERENCE_ARMS:
+            if arm["placement"] != "dedicated" or spec.dedicated_arm:
+                arms.add({k: [v] for k, v in arm.items()}, scenario)
 
 
-def interference_options(cell: dict, workload: Workload, philly: dict, slowdown) -> tuple[object, dict, Workload,
-                                                                                         dict]:
-    """An interference arm: the replay's own slowdown with the scenario's assumed colocation slowdown added, and the
-    arm's placement and migration."""
-    base = default_slowdown_model() if isinstance(slowdown, str) else \
-        SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
-    options = {"slowdown": base.with_interference(
-        cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
-        f"assumed: scenario {cell.get('interference', 'none')!r}")}
-    policy = make_policy("philly", **philly)
-    placement = cell["placement"]
-    if placement not in ("pack", "spread", "dedicated"):
-        raise ValueError(f"placement must be 'pack', 'spread' or 'dedicated', got {placement!r}")
-    options["placement"] = {"pack": "best_fit", "spread": "most_free"}.get(placement) or DedicatedPlacement()
-    if cell.get("migration", False):
-        options["migration"] = Migration()
-    return policy, options, workload, {}
-# ---- end of the interference adapter
 
 
 @dataclass(frozen=True)
@@ -348,9 +342,9 @@ def measure_blocks(result, workload: Workload, extras: dict, inputs: Inputs, fac
     return pd.concat(frames, ignore_index=True)
 
 
-#: Cells that replay Philly exactly as calibrated, nothing injected or changed: the failures experiment's arm without
-#: failures (the arm 'one-attempt' is not: it leaves the replay's attempt split out), early termination's arm without it,
-#: the policies' Philly arm (:func:`simulation_options`)
+#: Cells that replay Philly exactly as calibrated, nothing injected or changed: the failures experiment's arm
+#: without failures (the arm 'one-attempt' is not: it leaves the replay's attempt split out), early termination's arm
+#: without it, the policies' Philly arm (:func:`simulation_options`)
 _PHILLY_AS_CALIBRATED = (("failures", "retry", "none"), ("early_stop", "tolerance", None),
                          ("policy", "policy", "philly"))
 #: What those three experiments' cells name besides the simulation they share

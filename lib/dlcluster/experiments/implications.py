@@ -18,6 +18,7 @@ import pandas as pd
 
 from .common import metric_weights, paired_ratio, percent_text, ratio_text, short_duration
 from .intervals import Interval, Stability, combine_runs, replicate_unit, stability
+from .interference import ISOLATE_ARM, PACK_ARM, SPREAD_ARM
 from .kinds import ASSUMPTION, KINDS  # noqa: F401  (KINDS: the tag vocabulary, re-exported)
 from .locality import LONG_JOBS_ARMS
 
@@ -31,7 +32,8 @@ IMPLICATIONS = {
     "prioritize locality": "prioritize_locality",
     "relax it after a bounded wait": "relax_after_wait",
     "migrate long jobs": "migrate_long_jobs",
-    "isolate or pack against interference": "isolate_or_pack",
+    "pack against interference": "pack",
+    "isolate gangs against interference": "isolate_gangs",
     "class-aware retries": "class_aware_retries",
     "pre-run on one GPU": "prerun",
     "early termination": "early_termination",
@@ -230,17 +232,23 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
     interference = at[at["experiment"] == "interference"]
     scenarios = list(dict.fromkeys(interference["interference"])) if len(interference) else []
     scenario = interference_scenario if interference_scenario in scenarios else (scenarios[-1] if scenarios else None)
-    if scenario is None:
-        answers.append(Answer("isolate or pack against interference", "not in this grid", "", None, "assumption",
-                              replicates))
-    else:
+    interference_rows = (("pack against interference", SPREAD_ARM, PACK_ARM,
+                          "packing (best fit) against Philly's spreading"),
+                         ("isolate gangs against interference", PACK_ARM, ISOLATE_ARM + " + migration",
+                          ("multi-GPU gangs on servers of their own with migration to defragment (1-GPU jobs packed), "
+                           "against packing as the replay places")))
+    for implication, base, arm, what in interference_rows:
+        if scenario is None:
+            answers.append(Answer(implication, "not in this grid", "", None, "assumption", replicates))
+            continue
         part = interference[interference["interference"] == scenario]
         kind = "mechanism" if scenario == "none" else "assumption"
         answers.append(_answer(
-            "isolate or pack against interference", part, "spread (Philly)", "dedicated servers", kind, replicates,
+            implication, part, base, arm, kind, replicates,
             f"mean JCT of all jobs under the interference scenario '{scenario}'",
-            why=("colocation interference assumed (no public data measure it): the answer follows from the "
-                 "assumption" if kind == "assumption" else "no interference: what isolation costs in waiting")))
+            why=(f"{what}; colocation interference assumed (no public data measure it): the answer follows from the "
+                 "assumption" if kind == "assumption" else f"{what}; no interference: what it costs or gains in "
+                 "placement and waiting alone")))
     answers.append(Answer(
         "class-aware retries", UNTESTABLE, "GPU-hours on failed attempts, class-aware vs retry everything", None,
         "by construction", replicates,

@@ -1,4 +1,10 @@
-"""Experiment 2, mitigate interference: pack vs spread vs dedicated servers, migration on or off.
+"""Experiment 2, mitigate interference: pack vs spread vs isolated gangs, migration on or off.
+
+The arms (:data:`INTERFERENCE_ARMS`, named by :func:`interference_arm`, set up by :func:`interference_options`):
+packing (best fit) and spreading (Philly's most free GPUs), each with and without migration; isolating the gangs as
+the paper proposes (section 5: a multi-GPU job on servers no other job uses, 1-GPU jobs packed on the others,
+migration to defragment: :class:`dlcluster.sim.isolation.IsolatePlacement`); and every job on dedicated servers,
+kept only as a construction (1-GPU jobs included, migration off: the cluster saturates by construction).
 
 No real data here measure how much jobs sharing a server slow each other down, so the experiment runs under
 scenarios of assumed colocation slowdown (``interference`` in each cell: its name and factors, given by the
@@ -10,19 +16,20 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..sim import Migration, make_policy
+from ..sim.isolation import IsolatePlacement, IsolatingMigration, idle_servers_choice
+from ..sim.slowdown import SlowdownModel, default_slowdown_model
 from .common import best_arm, compare_arms, format_seconds, judged_change, mean_where
 from .kinds import ASSUMPTION, MECHANISM, tagged
 
 
 class DedicatedPlacement:
-    """Isolation: a job only gets servers no other job uses, and no other job joins them while it runs.
+    """Isolation of every job: a job only gets servers no other job uses, and no other job joins them while it runs.
 
-    Tightest level first (one server, then one rack, then anywhere); the
-    smallest idle server that fits, racks needing the fewest servers. The
-    GPUs a job leaves free on its servers stay unused: the price of isolation.
-    Reads the cluster's index of idle servers by size (``idle_by_cap``,
-    ``rack_idle_by_cap``), so that a saturated cluster, asked again and again,
-    costs a few list looks per call rather than a sort of every idle server.
+    The rule is :func:`dlcluster.sim.isolation.idle_servers_choice` (tightest level first; the smallest idle server
+    that fits, racks needing the fewest servers; the GPUs a job leaves free on its servers stay unused), for every
+    job, 1-GPU jobs included: so its arm's JCT is what this construction gives (the cluster saturates), not what
+    the paper proposes (:class:`dlcluster.sim.isolation.IsolatePlacement` isolates the gangs only).
     """
 
     #: the cluster's count of the GPUs it can give: those of servers without a job (the simulator's full pass stops
@@ -33,58 +40,58 @@ class DedicatedPlacement:
         return "DedicatedPlacement()"
 
     def choose(self, cluster, num_gpus: int, min_level: int, max_level: int):
-        if num_gpus > cluster.idle_gpus:  # GPUs on servers without any job
-            return None
-        for level in range(min_level, max_level + 1):
-            if level == 0:
-                for size in range(num_gpus, cluster.max_cap + 1):
-                    if cluster.idle_by_cap[size]:
-                        return [(cluster.idle_by_cap[size][0], num_gpus)], level
-            elif level == 1:
-                best = None
-                for rack, idle in enumerate(cluster.rack_idle_by_cap):
-                    if cluster.rack_idle_gpus[rack] >= num_gpus:
-                        rank = _largest_first_rank(idle, num_gpus)
-                        if best is None or rank < best[0]:
-                            best = (rank, idle)
-                if best is not None:
-                    return _largest_first(best[1], num_gpus), level
-            else:
-                return _largest_first(cluster.idle_by_cap, num_gpus), level
-        return None
+        return idle_servers_choice(cluster, num_gpus, min_level, max_level)
 
 
-def _largest_first(idle_by_cap, num_gpus: int) -> list[tuple[int, int]]:
-    """``sim.placement.fill_largest_first`` over idle servers given by size (each list ascending): the largest first,
-    ties to the lowest index. The caller has checked that they hold ``num_gpus``."""
-    counts, remaining = [], num_gpus
-    for size in range(len(idle_by_cap) - 1, 0, -1):
-        for s in idle_by_cap[size]:
-            take = min(size, remaining)
-            counts.append((s, take))
-            remaining -= take
-            if remaining == 0:
-                return counts
-    raise ValueError(f"the idle servers hold fewer than {num_gpus} GPUs")
+PACK_ARM, SPREAD_ARM = "pack (best fit)", "spread (Philly)"
+ISOLATE_ARM = "isolate gangs"
+#: every job, 1-GPU jobs included, on servers no other job uses, migration off: a construction, not the paper's arm
+DEDICATED_ARM = "dedicated servers (every job; by construction)"
+ARM_NAMES = {"pack": PACK_ARM, "spread": SPREAD_ARM, "isolate": ISOLATE_ARM, "dedicated": DEDICATED_ARM}
 
-
-def _largest_first_rank(idle_by_cap, num_gpus: int) -> tuple[int, int]:
-    """(servers, their GPUs) that :func:`_largest_first` would take, without listing them."""
-    servers = gpus = 0
-    remaining = num_gpus
-    for size in range(len(idle_by_cap) - 1, 0, -1):
-        available = len(idle_by_cap[size])
-        if available:
-            needed = -(-remaining // size)
-            if needed <= available:
-                return servers + needed, gpus + needed * size
-            servers, gpus, remaining = servers + available, gpus + available * size, remaining - available * size
-    raise ValueError(f"the idle servers hold fewer than {num_gpus} GPUs")
+#: The interference experiment's arms, each a cell's ``placement`` and ``migration``: pack and spread, with and
+#: without migration; the gangs isolated with migration to defragment (the paper's proposal); the everyone-dedicated
+#: construction last
+INTERFERENCE_ARMS = (
+    {"placement": "pack", "migration": False},
+    {"placement": "spread", "migration": False},
+    {"placement": "pack", "migration": True},
+    {"placement": "spread", "migration": True},
+    {"placement": "isolate", "migration": True},
+    {"placement": "dedicated", "migration": False},
+)
 
 
 def interference_arm(row) -> str:
-    name = {"pack": "pack (best fit)", "spread": "spread (Philly)", "dedicated": "dedicated servers"}[row["placement"]]
-    return name + (" + migration" if bool(row["migration"]) else "")
+    return ARM_NAMES[row["placement"]] + (" + migration" if bool(row["migration"]) else "")
+
+
+def interference_options(cell: dict, workload, philly: dict | None = None,
+                         slowdown="default") -> tuple[object, dict, object, dict]:
+    """Policy, simulator options, workload and per-job extras of an interference cell (``grid.simulation_options``'s
+    interference branch, moved here): Philly's calibrated policy; the replay's own slowdown (``slowdown``: the
+    replay's, None for none, or "default": the default model) with the scenario's assumed colocation slowdown added;
+    the arm's placement; migration (defragment and consolidate) where the cell asks for it, isolation-keeping under
+    ``isolate`` (the arms run ``dedicated`` without it: :data:`INTERFERENCE_ARMS`)."""
+    philly = dict(philly or {})
+    base = default_slowdown_model() if isinstance(slowdown, str) else \
+        SlowdownModel(1.0, 1.0) if slowdown is None else slowdown
+    options = {"slowdown": base.with_interference(
+        cell.get("colocated_one_server", 1.0), cell.get("colocated_spread", 1.0),
+        f"assumed: scenario {cell.get('interference', 'none')!r}")}
+    policy = make_policy("philly", **philly)
+    placement, migration = cell["placement"], bool(cell.get("migration", False))
+    if placement not in ARM_NAMES:
+        raise ValueError(f"placement must be one of {sorted(ARM_NAMES)}, got {placement!r}")
+    if placement == "isolate":
+        options["placement"] = IsolatePlacement(workload.num_gpus > 1)
+        if migration:
+            options["migration"] = IsolatingMigration()
+    else:
+        options["placement"] = {"pack": "best_fit", "spread": "most_free"}.get(placement) or DedicatedPlacement()
+        if migration:
+            options["migration"] = Migration()
+    return policy, options, workload, {}
 
 
 def scenario_kind(scenario: str | None) -> tuple[str, str]:
@@ -97,17 +104,27 @@ def scenario_kind(scenario: str | None) -> tuple[str, str]:
 
 
 def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str, scenario: str | None = None) -> str:
-    """One sentence, tagged by what it rests on (:func:`scenario_kind` of ``scenario``): isolation vs packing vs
-    spreading (speed, large jobs' fragmentation wait, JCT), and migration; each change paired by seed and named as a
-    direction only outside its interval."""
+    """One sentence, tagged by what it rests on (:func:`scenario_kind` of ``scenario``): dedicated servers vs packing
+    vs spreading (speed, large jobs' fragmentation wait, JCT), migration, and, where the rows hold its arm, isolating
+    the gangs against packing (both with migration); each change paired by seed and named as a direction only outside
+    its interval. The everyone-dedicated construction is never the best arm."""
     at = rows[rows["load_label"] == main_load]
     everyone, large = at[at["bucket"] == "all"], at[at["bucket"] == bucket]
-    arms = ["pack (best fit)", "spread (Philly)", "dedicated servers"]
+    # the isolating arm the rows hold: the everyone-dedicated construction where the grid ran it, else the gangs
+    # isolated with migration (the paper's proposal)
+    isolating = DEDICATED_ARM if DEDICATED_ARM in set(everyone["arm"]) else ISOLATE_ARM + " + migration"
+    where, wait = (("on dedicated servers", "with dedicated servers") if isolating == DEDICATED_ARM else
+                   ("with the gangs isolated", "with the gangs isolated"))
+    arms = [PACK_ARM, SPREAD_ARM, isolating]
     speed = [mean_where(everyone, "speed_mean", arm=a) for a in arms]
     frag = [mean_where(large, "frag_delay_mean_s", arm=a) for a in arms]
-    mig = ("spread (Philly)", "spread (Philly) + migration")
-    best, _ = best_arm(everyone, "jct_mean_s")
+    mig = (SPREAD_ARM, SPREAD_ARM + " + migration")
+    best, _ = best_arm(everyone, "jct_mean_s", exclude=(DEDICATED_ARM,))
     tail = ""
+    isolate, packed = ISOLATE_ARM + " + migration", PACK_ARM + " + migration"
+    if {isolate, packed} <= set(everyone["arm"]):
+        tail += (f"; isolating the gangs (migration to defragment) against packing with migration gave a mean JCT "
+                 f"of all jobs of {judged_change(everyone, packed, isolate, 'jct_mean_s')}")
     if best is not None and best != mig[0]:
         tail = (f", and the lowest mean JCT of all jobs came from '{best}' (against Philly's spreading: "
                 f"{judged_change(everyone, mig[0], best, 'jct_mean_s')})")
@@ -115,9 +132,9 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str, sce
         tail = ", and the lowest mean JCT of all jobs came from Philly's spreading"
     kind, because = scenario_kind(scenario)
     return tagged(kind,
-                  f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} on dedicated servers vs {speed[0]:.2f} "
+                  f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} {where} vs {speed[0]:.2f} "
                   f"packed and {speed[1]:.2f} spread, while {bucket}-GPU jobs waited on average "
-                  f"{format_seconds(frag[2])} for a local placement with dedicated servers vs "
+                  f"{format_seconds(frag[2])} for a local placement {wait} vs "
                   f"{format_seconds(frag[0])} packed and {format_seconds(frag[1])} spread; under spreading, migration "
                   f"{compare_arms(large, *mig, 'frag_delay_mean_s', 'that wait')}" + tail + ".", because)
 
