@@ -80,11 +80,15 @@ from .grid import (  # noqa: F401
     GRIDS, calibrated_load, calibration_cells, cell_inputs, experiment_cells, grid_spec, inputs_fingerprint,
     plot_calibration, run_cell, shared_simulations, with_arms)
 from .implications import (  # noqa: F401
-    IMPLICATIONS, KINDS, answer_words, answers_table, implication_answers, interval_target, scorecard_words,
-    target_note)
+    IMPLICATIONS, KINDS, answer_words, answers_table, arm_stability, implication_answers, interval_target,
+    scorecard_words, target_note)
+from .ensemble import EnsembleAnswer, ensemble_answer, ensemble_answers, forest_plot  # noqa: F401
+from .members import (  # noqa: F401
+    CALIBRATED, ensemble_cells, ensemble_implications, member_names as ensemble_members, member_table, slowdown_ends)
 from .kinds import kind_tag, load_kind, tagged  # noqa: F401
 from .intervals import (  # noqa: F401
-    Interval, direction, mean_interval, pooled_interval, pooled_ratio_interval, ratio_interval)
+    Interval, Stability, combine_runs, direction, effective_n, mean_interval, pooled_interval, pooled_ratio_interval,
+    ratio_interval, stability)
 from .interference import (  # noqa: F401
     DEDICATED_ARM, INTERFERENCE_ARMS, ISOLATE_ARM, DedicatedPlacement, interference_arm, interference_conclusion,
     interference_conclusion_by_scenario, interference_options)

@@ -144,6 +144,7 @@ class CalibratedReplay:
     calibration_trials: int = 24            # the calibration's search (dlcluster.validation.calibration.DEFAULT_TRIALS)
     vc_seed: int = 0                        # VC draws for RFold jobs no data names a VC for
     block_days: float = 7.0                 # length of a measurement block (the replicate)
+    member: str = "calibrated"              # the replay of the ensemble the data allow (experiments.members)
 
     def cell(self) -> dict:
         """JSON form (a cell parameter)."""
@@ -161,7 +162,7 @@ class CalibratedReplay:
                                  self.replay_days, self.warmup_days, cache_dir=cache_dir)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | None = None) -> Inputs:
     """Notebook 05's calibrated replay, set up as it runs it (:func:`dlcluster.validation.calibrate.replay_setup` of
     the calibration's replay with the calibrated parameters: the simulation :func:`~dlcluster.validation.calibrate.
@@ -176,10 +177,16 @@ def replay_block_inputs(trace: str, spec: CalibratedReplay, cache_dir: str | Non
 
     if not spec.block_days or spec.block_days <= 0:
         raise ValueError(f"replay_block_inputs needs block_days > 0, got {spec.block_days!r}")
+    from ..validation.calibrate import replay_slowdown
+    from .members import apply_member
+
     calibration = spec.calibration(trace, cache_dir)
     tr = cached_trace(trace)
-    replay, params = calibration.replay, calibration.params
-    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params)
+    # the ensemble's member (experiments.members): the calibrated replay, or one the data allow as well
+    replay, params, draw, model = apply_member(spec.member, trace, calibration, spec.replay_days, spec.warmup_days)
+    setup = replay_setup(replay, tr.machines, tr.vc_quotas, params, seed=draw)
+    if model is not None and setup.options.get("slowdown") is not None:
+        setup.options["slowdown"] = replay_slowdown(params, replay, model)
     w = setup.workload
     begin = pd.Timestamp(replay.measure_start)
     end = min(calibration.spans["held_out"][1], calibration.held_out["complete_until"])
