@@ -102,6 +102,40 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
         verdict = r[f"implications.{key}.answer"]
         assert (verdict == "supported") == (high < 0) and (verdict == "contradicted") == (low > 0)
     assert r["implications.scorecard.failures"].count("cannot be tested on public data") == 2
+    # the same implications across the replays the data allow: the calibrated replay first, the spread slowdown at both
+    # ends of the six models' measured range, another VC and latency draw, then the placements allowed as well
+    from dlcluster.experiments.common import percent_text
+    from dlcluster.experiments.members import slowdown_ends
+    low_end, high_end = slowdown_ends()
+    members = r["implications.ensemble.members"]
+    assert members.startswith(f"calibrated, slowdown {low_end:.2f}, slowdown {high_end:.2f}, VC and latency draw 1"), \
+        members
+    ensemble_words = re.compile(r"^(supported|contradicted|no effect larger than \d+%|depends on .+|unstable on "
+                                r"every member|cannot be tested on public data"
+                                r"|not computable \(no member has an interval\))$")
+    for key in E.IMPLICATIONS.values():
+        answer, values = r[f"implications.{key}.ensemble"], r[f"implications.{key}.ensemble_values"]
+        assert ensemble_words.match(answer), (key, answer)
+        # the calibrated member is the main sweep's answer, to its printed digits
+        main = r[f"implications.{key}.answer"]
+        if main.startswith("unstable: "):
+            assert values.startswith(f"calibrated: unstable ({main.removeprefix('unstable: ')})"), (key, values)
+        elif f"implications.{key}.change" in r:
+            low, change, high = (r[f"implications.{key}.{k}"] for k in ("ci_low", "change", "ci_high"))
+            digits = 1 if high - low < 0.05 else 0
+            assert values.startswith(f"calibrated: {percent_text(change, digits)} [{percent_text(low, digits)}, "
+                                     f"{percent_text(high, digits)}]"), (key, values)
+        else:
+            assert answer == main == "cannot be tested on public data" and values.startswith("calibrated: no value")
+        # a verdict only where every member's interval lies on its side (every implication predicts a reduction)
+        if answer in ("supported", "contradicted"):
+            ends = re.findall(r": [−+±][\d.]+% \[([−+±][\d.]+%), ([−+±][\d.]+%)\]", values)
+            assert "unstable" not in values and len(ends) == values.count("; ") + 1, (key, values)
+            assert all((hi.startswith(("−", "±")) if answer == "supported" else lo.startswith(("+", "±")))
+                       for lo, hi in ends), (key, values)
+        if answer.startswith("depends on "):
+            assert set(answer.removeprefix("depends on ").split(", ")) <= {"slowdown", "VC and latency draw",
+                                                                            "placement"}, answer
     assert r["implications.scorecard.interference"].startswith("pack against interference: ")
     assert "; isolate gangs against interference: " in r["implications.scorecard.interference"]
     # small grid, one replay per arm: locality 6 (strict, any, the calibrated timeout, long jobs strict or
@@ -224,8 +258,8 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
 @pytest.mark.notebook
 def test_small_grid_figures_and_comparisons(ci_notebook):
     doc = ci_notebook(STEM)
-    assert {f["name"] for f in doc["figures"]} == {"1_locality", "2_interference", "3_failures",
-                                                     "4_early_termination", "5_policies",
+    assert {f["name"] for f in doc["figures"]} == {"0_implications_ensemble", "1_locality", "2_interference",
+                                                     "3_failures", "4_early_termination", "5_policies",
                                                      "5_policies_load_sensitivity"}
     # the replay named by notebook 05's count of held-out targets met (dlcluster.experiments.naming)
     assert all(re.search(r"SIMULATED (calibrated replay \(\d+ of \d+ held-out targets met\)|validated replay) of "
