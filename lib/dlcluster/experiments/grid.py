@@ -32,6 +32,7 @@ from .common import (
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import failures_arm, fitted_failure_spec
+from .restart import RESTART_OVERHEADS_S
 from .interference import INTERFERENCE_ARMS, interference_arm, interference_options
 from .locality import locality_arm
 from .plots import TIME_FLOOR_S
@@ -83,6 +84,8 @@ class GridSpec:
     sensitivity: tuple = ()
     #: whether experiment 2 runs the everyone-on-dedicated-servers construction (interference.DEDICATED_ARM)
     dedicated_arm: bool = False
+    #: preemption's restart overheads (s) the preemptive policies also run under (experiments.restart; 0: free)
+    restart_overheads_s: tuple = (0.0,)
 
 
 GRIDS = {
@@ -97,12 +100,14 @@ GRIDS = {
                      replay=CalibratedReplay(block_days=7.0)),
     # the same with the sensitivity arms the default leaves out: the policies also at load x1.25 (FIFO's and Philly's
     # queues grow week after week there: unstable, never scored; the preemptive policies take ~4-5 min each) and the
-    # everyone-on-dedicated-servers construction (its queue grows without bound)
+    # everyone-on-dedicated-servers construction (its queue grows without bound), and the preemptive policies under
+    # each assumed restart overhead (experiments.restart: 60 s and 300 s beside free preemption)
     "full-sensitivity": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                                  relax_after_s=(60.0, 900.0), tolerances=(0.001, 0.01, 0.05),
                                  failure_models=("fitted",), policies=tuple(POLICY_NAMES),
                                  experiment_loads=("real",), policy_loads=("real", 1.25), oracle_loads=("real",),
-                                 replay=CalibratedReplay(block_days=7.0), dedicated_arm=True),
+                                 replay=CalibratedReplay(block_days=7.0), dedicated_arm=True,
+                                 restart_overheads_s=RESTART_OVERHEADS_S),
     # notebook 05's small calibration (7 fit days, 12 days replayed after 7 of warm-up, 4 trials), measured in
     # its 12 daily blocks: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
