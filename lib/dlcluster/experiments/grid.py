@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -460,3 +460,39 @@ def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
     ax.set_title("Waiting and completion time (Philly policy)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# ---- the ensemble (experiments.members): the arms each implication compares (notebook 06's answers,
+# :func:`.implications.implication_answers`) are the only ones that run on the members besides the calibrated replay
+# (whose sweep runs every arm). Early termination's arm without it shares the policies' Philly arm's simulation
+# (:func:`shared_simulations`).
+def _needed(cell: dict) -> bool:
+    experiment = cell["experiment"]
+    if experiment == "locality":
+        return cell.get("long_jobs", "as-others") in ("as-others", "migrate")
+    if experiment == "interference":
+        return (cell["placement"], bool(cell["migration"])) in (("spread", False), ("pack", False), ("isolate", True))
+    return experiment in ("early_stop", "policy")
+
+
+def ensemble_cells(spec, trace: str, fingerprint: str, seeds, default_relax_s: float, cache_dir: str | None,
+                   scenarios: dict, members: list[str], interference_scenario: str = "paper") -> list[dict]:
+    """The cells of every member but the calibrated one (which the main sweep runs): the arms the implications compare
+    (:func:`_needed`) at the real load, under the interference scenario the answers read (``interference_scenario``
+    where the notebook runs it, else its last), the calibrated relax timeout, the grid's first tolerance."""
+    from .members import CALIBRATED
+
+    if spec.replay is None:
+        raise ValueError("ensemble_cells: the ensemble is of calibrated replays (a grid with a CalibratedReplay)")
+    chosen = interference_scenario if interference_scenario in scenarios else list(scenarios)[-1]
+    cells = []
+    for member in members:
+        if member == CALIBRATED:
+            continue
+        sub = replace(spec, replay=replace(spec.replay, member=member), relax_after_s=(),
+                      tolerances=tuple(spec.tolerances[:1]), policies=("philly",), policy_loads=("real",),
+                      oracle_loads=(), failure_models=tuple(spec.failure_models[:1]), experiment_loads=("real",),
+                      sensitivity=(), dedicated_arm=False)
+        cells += [c for c in experiment_cells(sub, trace, fingerprint, seeds, None, default_relax_s, cache_dir,
+                                              {chosen: scenarios[chosen]}) if _needed(c)]
+    return cells
