@@ -16,7 +16,14 @@ that :func:`.ensemble.member_choice` reads the choice that flips an answer:
   span): the placements the data allow as well as the calibrated one, up to ``placements`` of them, by objective.
 
 Each member is a :class:`.common.CalibratedReplay` with ``member`` set; :func:`.common.replay_block_inputs` builds its
-inputs (:func:`apply_member`).
+inputs (:func:`apply_member`). In notebook 06, after the main sweep ``table``::
+
+    members = E.ensemble_members(calibration)
+    cells = E.ensemble_cells(spec, trace, fingerprint, replicates, default_relax_s, str(cache), scenarios, members)
+    member_rows = E.with_arms(run_sweep(cells, E.run_cell, same_as=E.shared_simulations(cells), **sweep))
+    answers, per_member = E.ensemble_implications(table, member_rows, members, main_load, philly_arm, REPLICATES,
+                                                  fitted_earliest_rtf_s, RETRY_PRESETS["prerun"].prerun_s)
+    E.forest_plot(answers)   # one panel per implication; E.member_table(calibration, members): what each changes
 """
 
 from __future__ import annotations
