@@ -51,7 +51,8 @@ def test_the_slowdown_ends_are_the_extremes_of_the_six_measured_models():
 
     median, per_model = spread_factor_from_placements()
     low, high = M.slowdown_ends()
-    assert len(per_model) == 6 and low == round(min(per_model.values()), 2) and high == round(max(per_model.values()), 2)
+    assert len(per_model) == 6
+    assert low == round(min(per_model.values()), 2) and high == round(max(per_model.values()), 2)
     assert low < median < high
 
 
@@ -67,7 +68,7 @@ def test_member_names_and_choices():
 
 def test_ensemble_cells_run_only_the_arms_the_implications_compare_on_each_other_member():
     spec = E.grid_spec("small")
-    cells = M.ensemble_cells(spec, "public", "fp", [0], 230.0, None, {"none": (1.0, 1.0), "paper": (0.66, 0.76)},
+    cells = E.ensemble_cells(spec, "public", "fp", [0], 230.0, None, {"none": (1.0, 1.0), "paper": (0.66, 0.76)},
                              ["calibrated", "slowdown 0.47"])
     arms = sorted(tuple(sorted((k, str(v)) for k, v in c.items() if k in ("experiment", "locality", "long_jobs",
                                                                            "placement", "migration", "tolerance",

@@ -82,9 +82,10 @@ from .grid import (  # noqa: F401
 from .implications import (  # noqa: F401
     IMPLICATIONS, KINDS, answer_words, answers_table, arm_stability, implication_answers, interval_target,
     scorecard_words, target_note)
-from .ensemble import EnsembleAnswer, ensemble_answer, ensemble_answers, forest_plot  # noqa: F401
-from .members import (  # noqa: F401
-    CALIBRATED, ensemble_cells, ensemble_implications, member_names as ensemble_members, member_table, slowdown_ends)
+from .ensemble import (  # noqa: F401
+    EnsembleAnswer, ensemble_answer, ensemble_answers, ensemble_implications, forest_plot)
+from .grid import ensemble_cells  # noqa: F401
+from .members import CALIBRATED, member_names as ensemble_members, member_table, slowdown_ends  # noqa: F401
 from .kinds import kind_tag, load_kind, tagged  # noqa: F401
 from .intervals import (  # noqa: F401
     Interval, Stability, combine_runs, direction, effective_n, mean_interval, pooled_interval, pooled_ratio_interval,

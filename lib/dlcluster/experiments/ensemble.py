@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .common import percent_text
 from .implications import interval_digits
@@ -274,3 +275,19 @@ def ensemble_answers(member_answers: dict[str, list], predicted: dict[str, str] 
             continue
         result.append(ensemble_answer(implication, answers, predicted.get(implication, "down")))
     return result
+
+
+def ensemble_implications(main: pd.DataFrame, members_table: pd.DataFrame | None, members: list[str], *args,
+                          **kwargs):
+    """Every implication answered across ``members`` (:func:`.ensemble.ensemble_answers`): the calibrated member from
+    the main sweep ``main``, the others from ``members_table`` (:func:`ensemble_cells`' sweep); ``args``/``kwargs``
+    go to :func:`.implications.implication_answers` for each member. Returns ``(answers, per member answers)``."""
+    from .implications import implication_answers
+    from .members import CALIBRATED, member_of
+
+    per_member = {}
+    of = member_of(members_table) if members_table is not None else None
+    for member in members:
+        rows = main if member == CALIBRATED else members_table[of == member]
+        per_member[member] = implication_answers(rows, *args, **kwargs)
+    return ensemble_answers(per_member), per_member

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -32,6 +32,7 @@ from .common import (
 )
 from .early_stop import early_stop_arm, early_stop_points
 from .failures import failures_arm, fitted_failure_spec
+from .restart import RESTART_OVERHEADS_S
 from .interference import INTERFERENCE_ARMS, interference_arm, interference_options
 from .locality import locality_arm
 from .plots import TIME_FLOOR_S
@@ -83,6 +84,8 @@ class GridSpec:
     sensitivity: tuple = ()
     #: whether experiment 2 runs the everyone-on-dedicated-servers construction (interference.DEDICATED_ARM)
     dedicated_arm: bool = False
+    #: preemption's restart overheads (s) the preemptive policies also run under (experiments.restart; 0: free)
+    restart_overheads_s: tuple = (0.0,)
 
 
 GRIDS = {
@@ -97,12 +100,14 @@ GRIDS = {
                      replay=CalibratedReplay(block_days=7.0)),
     # the same with the sensitivity arms the default leaves out: the policies also at load x1.25 (FIFO's and Philly's
     # queues grow week after week there: unstable, never scored; the preemptive policies take ~4-5 min each) and the
-    # everyone-on-dedicated-servers construction (its queue grows without bound)
+    # everyone-on-dedicated-servers construction (its queue grows without bound), and the preemptive policies under
+    # each assumed restart overhead (experiments.restart: 60 s and 300 s beside free preemption)
     "full-sensitivity": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
                                  relax_after_s=(60.0, 900.0), tolerances=(0.001, 0.01, 0.05),
                                  failure_models=("fitted",), policies=tuple(POLICY_NAMES),
                                  experiment_loads=("real",), policy_loads=("real", 1.25), oracle_loads=("real",),
-                                 replay=CalibratedReplay(block_days=7.0), dedicated_arm=True),
+                                 replay=CalibratedReplay(block_days=7.0), dedicated_arm=True,
+                                 restart_overheads_s=RESTART_OVERHEADS_S),
     # notebook 05's small calibration (7 fit days, 12 days replayed after 7 of warm-up, 4 trials), measured in
     # its 12 daily blocks: a quick run, not a result. The calibrated relax timeout is added to the locality arms
     "small": GridSpec(start=None, max_jobs=None, racks=None, resample_block_days=0.0, calibration_loads=(),
@@ -455,3 +460,39 @@ def plot_calibration(calibration: pd.DataFrame, target: float, factor: float):
     ax.set_title("Waiting and completion time (Philly policy)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# ---- the ensemble (experiments.members): the arms each implication compares (notebook 06's answers,
+# :func:`.implications.implication_answers`) are the only ones that run on the members besides the calibrated replay
+# (whose sweep runs every arm). Early termination's arm without it shares the policies' Philly arm's simulation
+# (:func:`shared_simulations`).
+def _needed(cell: dict) -> bool:
+    experiment = cell["experiment"]
+    if experiment == "locality":
+        return cell.get("long_jobs", "as-others") in ("as-others", "migrate")
+    if experiment == "interference":
+        return (cell["placement"], bool(cell["migration"])) in (("spread", False), ("pack", False), ("isolate", True))
+    return experiment in ("early_stop", "policy")
+
+
+def ensemble_cells(spec, trace: str, fingerprint: str, seeds, default_relax_s: float, cache_dir: str | None,
+                   scenarios: dict, members: list[str], interference_scenario: str = "paper") -> list[dict]:
+    """The cells of every member but the calibrated one (which the main sweep runs): the arms the implications compare
+    (:func:`_needed`) at the real load, under the interference scenario the answers read (``interference_scenario``
+    where the notebook runs it, else its last), the calibrated relax timeout, the grid's first tolerance."""
+    from .members import CALIBRATED
+
+    if spec.replay is None:
+        raise ValueError("ensemble_cells: the ensemble is of calibrated replays (a grid with a CalibratedReplay)")
+    chosen = interference_scenario if interference_scenario in scenarios else list(scenarios)[-1]
+    cells = []
+    for member in members:
+        if member == CALIBRATED:
+            continue
+        sub = replace(spec, replay=replace(spec.replay, member=member), relax_after_s=(),
+                      tolerances=tuple(spec.tolerances[:1]), policies=("philly",), policy_loads=("real",),
+                      oracle_loads=(), failure_models=tuple(spec.failure_models[:1]), experiment_loads=("real",),
+                      sensitivity=(), dedicated_arm=False)
+        cells += [c for c in experiment_cells(sub, trace, fingerprint, seeds, None, default_relax_s, cache_dir,
+                                              {chosen: scenarios[chosen]}) if _needed(c)]
+    return cells

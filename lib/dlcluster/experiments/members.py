@@ -16,7 +16,14 @@ that :func:`.ensemble.member_choice` reads the choice that flips an answer:
   span): the placements the data allow as well as the calibrated one, up to ``placements`` of them, by objective.
 
 Each member is a :class:`.common.CalibratedReplay` with ``member`` set; :func:`.common.replay_block_inputs` builds its
-inputs (:func:`apply_member`).
+inputs (:func:`apply_member`). In notebook 06, after the main sweep ``table``::
+
+    members = E.ensemble_members(calibration)
+    cells = E.ensemble_cells(spec, trace, fingerprint, replicates, default_relax_s, str(cache), scenarios, members)
+    member_rows = E.with_arms(run_sweep(cells, E.run_cell, same_as=E.shared_simulations(cells), **sweep))
+    answers, per_member = E.ensemble_implications(table, member_rows, members, main_load, philly_arm, REPLICATES,
+                                                  fitted_earliest_rtf_s, RETRY_PRESETS["prerun"].prerun_s)
+    E.forest_plot(answers)   # one panel per implication; E.member_table(calibration, members): what each changes
 """
 
 from __future__ import annotations
@@ -141,41 +148,6 @@ def member_table(calibration, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("member")
 
 
-#: The arms each implication compares (notebook 06's answers, :func:`.implications.implication_answers`): only these
-#: run on the members besides the calibrated replay (whose sweep runs every arm). Early termination's arm without
-#: it shares the policies' Philly arm's simulation (:func:`.grid.shared_simulations`).
-def _needed(cell: dict) -> bool:
-    experiment = cell["experiment"]
-    if experiment == "locality":
-        return cell.get("long_jobs", "as-others") in ("as-others", "migrate")
-    if experiment == "interference":
-        return (cell["placement"], bool(cell["migration"])) in (("spread", False), ("pack", False), ("isolate", True))
-    return experiment in ("early_stop", "policy")
-
-
-def ensemble_cells(spec, trace: str, fingerprint: str, seeds, default_relax_s: float, cache_dir: str | None,
-                   scenarios: dict, members: list[str], interference_scenario: str = "paper") -> list[dict]:
-    """The cells of every member but the calibrated one (which the main sweep runs): the arms the implications compare
-    (:func:`_needed`) at the real load, under the interference scenario the answers read (``interference_scenario``
-    where the notebook runs it, else its last), the calibrated relax timeout, the grid's first tolerance."""
-    from .grid import experiment_cells
-
-    if spec.replay is None:
-        raise ValueError("ensemble_cells: the ensemble is of calibrated replays (a grid with a CalibratedReplay)")
-    chosen = interference_scenario if interference_scenario in scenarios else list(scenarios)[-1]
-    cells = []
-    for member in members:
-        if member == CALIBRATED:
-            continue
-        sub = replace(spec, replay=replace(spec.replay, member=member), relax_after_s=(),
-                      tolerances=tuple(spec.tolerances[:1]), policies=("philly",), policy_loads=("real",),
-                      oracle_loads=(), failure_models=tuple(spec.failure_models[:1]), experiment_loads=("real",),
-                      sensitivity=(), dedicated_arm=False)
-        cells += [c for c in experiment_cells(sub, trace, fingerprint, seeds, None, default_relax_s, cache_dir,
-                                              {chosen: scenarios[chosen]}) if _needed(c)]
-    return cells
-
-
 def member_of(table: pd.DataFrame) -> pd.Series:
     """Each sweep row's member, from its cell's ``replay`` parameter (JSON text in the table)."""
     import json
@@ -183,19 +155,3 @@ def member_of(table: pd.DataFrame) -> pd.Series:
     if "replay" not in table.columns:
         return pd.Series(CALIBRATED, index=table.index)
     return table["replay"].map(lambda r: json.loads(r).get("member", CALIBRATED) if isinstance(r, str) else CALIBRATED)
-
-
-def ensemble_implications(main: pd.DataFrame, members_table: pd.DataFrame | None, members: list[str], *args,
-                          **kwargs):
-    """Every implication answered across ``members`` (:func:`.ensemble.ensemble_answers`): the calibrated member from
-    the main sweep ``main``, the others from ``members_table`` (:func:`ensemble_cells`' sweep); ``args``/``kwargs``
-    go to :func:`.implications.implication_answers` for each member. Returns ``(answers, per member answers)``."""
-    from .ensemble import ensemble_answers
-    from .implications import implication_answers
-
-    per_member = {}
-    of = member_of(members_table) if members_table is not None else None
-    for member in members:
-        rows = main if member == CALIBRATED else members_table[of == member]
-        per_member[member] = implication_answers(rows, *args, **kwargs)
-    return ensemble_answers(per_member), per_member

@@ -13,12 +13,15 @@ from ..trace.schema import SIZE_BUCKETS
 from .common import (ArmCells, arm_means, best_arm, format_seconds, judged_change, level_interval, mean_where,
                      paired_change)
 from .kinds import kind_tag, load_kind
+from .restart import restart_options
 
 POLICY_NAMES = {"fifo": "FIFO", "philly": "Philly", "las": "Tiresias 2D-LAS", "gittins": "Tiresias Gittins",
                 "srtf": "SRTF (oracle bound)"}
 #: The measures each policy is compared with Philly on: the mean JCT, every wait (comparable across preemptive and
 #: non-preemptive policies) and the first wait (comparable only between policies that never preempt).
 POLICY_METRICS = ("jct_mean_s", "wait_total_mean_s", "queue_mean_s")
+#: The policies that preempt running jobs (their restarts may cost time: experiments.restart)
+PREEMPTIVE_POLICIES = tuple(k for k in POLICY_NAMES if POLICIES[k].preemptive)
 
 
 def cells(spec, arms: ArmCells) -> None:
@@ -27,22 +30,32 @@ def cells(spec, arms: ArmCells) -> None:
     for load in spec.policy_loads:
         policies = [p for p in spec.policies if p != "srtf" or load in spec.oracle_loads]
         arms.add({"policy": policies}, loads=[arms.resolve(load)])
+        # preemption's restart overhead, an assumption (experiments.restart): the preemptive policies again under each
+        # overhead above 0 the grid names (0 s, free preemption, is the arms above: their gain is an upper bound)
+        preemptive = [p for p in policies if p in PREEMPTIVE_POLICIES]
+        overheads = [float(x) for x in getattr(spec, "restart_overheads_s", ()) if float(x) > 0]
+        if preemptive and overheads:
+            arms.add({"policy": preemptive, "restart_overhead_s": overheads}, loads=[arms.resolve(load)])
 
 
 def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict, object, dict]:
     """A policy arm. Every policy places as the calibrated replay does, so that the comparison is of queue order,
     locality and preemption, and Philly's arm is notebook 05's replay (placements are compared in the interference
     experiment)."""
-    return make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {})), {}, workload, {}
+    options = restart_options(cell) if cell.get("restart_overhead_s") else {}
+    return make_policy(cell["policy"], **(philly if cell["policy"] == "philly" else {})), options, workload, {}
 
 
 def policy_arm(row) -> str:
-    return POLICY_NAMES[row["policy"]]
+    overhead = row.get("restart_overhead_s") if hasattr(row, "get") else None
+    overhead = float(overhead) if overhead is not None and overhead == overhead else 0.0
+    return POLICY_NAMES[row["policy"]] + (f", restart {overhead:g} s (assumed)" if overhead else "")
 
 
 def is_preemptive(arm: str) -> bool:
     """Whether the policy of an arm (its name in :data:`POLICY_NAMES`) preempts running jobs."""
     names = {name: key for key, name in POLICY_NAMES.items()}
+    arm = arm.split(", restart ")[0]   # the same policy under an assumed restart overhead
     if arm not in names:
         raise ValueError(f"unknown policy arm {arm!r}; expected one of {list(names)}")
     return bool(POLICIES[names[arm]].preemptive)

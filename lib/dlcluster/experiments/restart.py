@@ -5,7 +5,7 @@ A preempted job that keeps its progress (Tiresias's 2D-LAS and Gittins, SRTF; Ph
 before it resumes (:class:`dlcluster.sim.engine.Simulator`: each attempt after the first). Left at 0, preemption is
 free and a preemptive policy's gain is an upper bound.
 
-No public data measure a checkpoint-restore cost: the paper (``/work/shared/reference/atc19_published.md``) names
+No public data measure a checkpoint-restore cost: the paper (``../shared/reference/atc19_published.md``) names
 model-checkpoint errors as a failure reason but gives no time to save or restore one, and the Philly trace records
 no restore. :data:`RESTART_OVERHEADS_S` is a sensitivity, not a fit: free (0 s, today's replay), one minute (60 s,
 the pause the simulator already assumes for a migration, ``sim.migration.Migration.cost_s``: an assumption too) and
