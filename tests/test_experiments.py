@@ -627,6 +627,8 @@ def test_an_implication_is_answered_from_its_interval():
     assert E.answer_words(Interval(0.10, 0.05, 0.15, 8, method), predicted="up") == "supported"
     # an interval across no change bounds the effect by its larger end
     assert E.answer_words(Interval(-0.02, -0.06, 0.04, 8, method)) == "no effect larger than 6%"
+    # under 1%: one decimal (0.16% would read "no effect larger than 0%")
+    assert E.answer_words(Interval(-0.0005, -0.0016, 0.0004, 8, method)) == "no effect larger than 0.2%"
     assert E.answer_words(Interval(-0.02, float("nan"), float("nan"), 1, "one block")).startswith("not computable")
 
 

@@ -78,7 +78,7 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
         assert r[f"validation.heldout.{key}"] == pytest.approx(fifth["results"][in_05], rel=1e-9), key
     # the implications, answered in the table's words and tagged by what they rest on
     # (an arm without a steady state: 'unstable: <arm> queue grows X per week', no interval; experiments.intervals)
-    words = re.compile(r"^(supported|contradicted|no effect larger than \d+%|cannot be tested on public data"
+    words = re.compile(r"^(supported|contradicted|no effect larger than \d+(\.\d)?%|cannot be tested on public data"
                        r"|unstable: .+ queue grows .+ per week)$")
     for key in E.IMPLICATIONS.values():
         assert words.match(r[f"implications.{key}.answer"]), (key, r[f"implications.{key}.answer"])
@@ -110,7 +110,7 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     members = r["implications.ensemble.members"]
     assert members.startswith(f"calibrated, slowdown {low_end:.2f}, slowdown {high_end:.2f}, VC and latency draw 1"), \
         members
-    ensemble_words = re.compile(r"^(supported|contradicted|no effect larger than \d+%|depends on .+|unstable on "
+    ensemble_words = re.compile(r"^(supported|contradicted|no effect larger than \d+(\.\d)?%|depends on .+|unstable on "
                                 r"every member|cannot be tested on public data"
                                 r"|not computable \(no member has an interval\))$")
     for key in E.IMPLICATIONS.values():

@@ -180,7 +180,8 @@ def ensemble_answer(implication: str, members: dict, predicted: str = "down",
         return EnsembleAnswer(implication, "not computable (no member has an interval)", predicted, result)
     if outcomes == {ACROSS}:
         bound = max(max(abs(m.change.low), abs(m.change.high)) for m in result)
-        return EnsembleAnswer(implication, f"no effect larger than {100 * bound:.0f}%", predicted, result)
+        return EnsembleAnswer(implication, f"no effect larger than {100 * bound:.{1 if bound < 0.01 else 0}f}%",
+                              predicted, result)
     side = _reference_outcome(result)
     choices = tuple(dict.fromkeys(m.choice for m in result if m.outcome != side))
     return EnsembleAnswer(implication, f"depends on {', '.join(choices)}", predicted, result, choices)
@@ -246,7 +247,7 @@ def forest_plot(answers: list[EnsembleAnswer], title: str = "The implications ac
         ax.set_title(f"{answer.implication}: {answer.answer}", fontsize=9, loc="left")
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(f"{title} · each member's change with its 95% interval", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))   # room for the suptitle above the first panel
     if drawn:
         fig.legend(list(drawn.values()), list(drawn), loc="center left", bbox_to_anchor=(1.0, 0.5),
                    fontsize=legend_points(8), frameon=False, title="the member's interval lies",
@@ -277,11 +278,27 @@ def ensemble_answers(member_answers: dict[str, list], predicted: dict[str, str] 
     return result
 
 
+def baseline_stability(rows: pd.DataFrame, main_load: str):
+    """The stability (:func:`.intervals.stability`) of a member's replay as calibrated: its policies' Philly arm
+    (every job, at ``main_load``), or None where the rows hold no such arm."""
+    from .intervals import stability
+
+    base = rows[(rows["experiment"] == "policy") & (rows["arm"] == "Philly") & (rows["bucket"] == "all")
+                & (rows["population"] == "all jobs") & (rows["load_label"] == main_load)]
+    return stability(base) if len(base) else None
+
+
 def ensemble_implications(main: pd.DataFrame, members_table: pd.DataFrame | None, members: list[str], *args,
-                          **kwargs):
-    """Every implication answered across ``members`` (:func:`.ensemble.ensemble_answers`): the calibrated member from
-    the main sweep ``main``, the others from ``members_table`` (:func:`ensemble_cells`' sweep); ``args``/``kwargs``
-    go to :func:`.implications.implication_answers` for each member. Returns ``(answers, per member answers)``."""
+                          excluded: dict | None = None, **kwargs):
+    """Every implication answered across ``members`` (:func:`ensemble_answers`): the calibrated member from the main
+    sweep ``main``, the others from ``members_table`` (:func:`.grid.ensemble_cells`' sweep); ``args``/``kwargs`` go to
+    :func:`.implications.implication_answers` for each member (``args[0]``: the main load).
+
+    A member whose replay as calibrated has no steady state (its Philly arm's queue grows week after week,
+    :func:`baseline_stability`) is not a replay the data allow: the real cluster's queue did not grow without bound
+    over the record (its occupancy stays below the servers in service). Such a member is left out of the verdicts and
+    named in ``excluded`` (a dict the caller passes: member -> why). Returns ``(answers, per member answers)``, the
+    latter for the members kept."""
     from .implications import implication_answers
     from .members import CALIBRATED, member_of
 
@@ -289,5 +306,12 @@ def ensemble_implications(main: pd.DataFrame, members_table: pd.DataFrame | None
     of = member_of(members_table) if members_table is not None else None
     for member in members:
         rows = main if member == CALIBRATED else members_table[of == member]
+        if member != CALIBRATED and args:
+            steady = baseline_stability(rows, args[0])
+            if steady is not None and not steady.stable:
+                if excluded is not None:
+                    excluded[member] = (f"no steady state: its replay as calibrated (Philly's arm) has a queue that "
+                                        f"grows {steady.growth_text}")
+                continue
         per_member[member] = implication_answers(rows, *args, **kwargs)
     return ensemble_answers(per_member), per_member

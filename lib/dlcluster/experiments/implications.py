@@ -154,7 +154,8 @@ def answer_words(change: Interval, predicted: str = "down") -> str:
     if change.above(0.0):
         return "contradicted" if predicted == "down" else "supported"
     bound = max(abs(change.low), abs(change.high))
-    return f"no effect larger than {100 * bound:.0f}%"
+    # one decimal under 1%, so that a bound of 0.15% does not read 'no effect larger than 0%'
+    return f"no effect larger than {100 * bound:.{1 if bound < 0.01 else 0}f}%"
 
 
 def unstable_words(stabilities: dict[str, Stability]) -> str:

@@ -126,10 +126,10 @@ def interference_conclusion(rows: pd.DataFrame, main_load: str, bucket: str, sce
         tail += (f"; isolating the gangs (migration to defragment) against packing with migration gave a mean JCT "
                  f"of all jobs of {judged_change(everyone, packed, isolate, 'jct_mean_s')}")
     if best is not None and best != mig[0]:
-        tail = (f", and the lowest mean JCT of all jobs came from '{best}' (against Philly's spreading: "
+        tail += (f", and the lowest mean JCT of all jobs came from '{best}' (against Philly's spreading: "
                 f"{judged_change(everyone, mig[0], best, 'jct_mean_s')})")
     elif best is not None:
-        tail = ", and the lowest mean JCT of all jobs came from Philly's spreading"
+        tail += ", and the lowest mean JCT of all jobs came from Philly's spreading"
     kind, because = scenario_kind(scenario)
     return tagged(kind,
                   f"At {main_load}, jobs ran at a mean speed of {speed[2]:.2f} {where} vs {speed[0]:.2f} "
