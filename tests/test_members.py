@@ -87,3 +87,18 @@ def test_ensemble_cells_run_only_the_arms_the_implications_compare_on_each_other
 def test_member_of_reads_the_cells_replay_parameter():
     table = pd.DataFrame({"replay": ['{"block_days": 7.0, "member": "slowdown 0.93"}', '{"block_days": 7.0}', None]})
     assert M.member_of(table).tolist() == ["slowdown 0.93", "calibrated", "calibrated"]
+
+
+def test_a_pooled_member_runs_no_migrating_arm_and_is_not_asked_about_one():
+    spec = E.grid_spec("small")
+    pooled = "placement: best fit + GPU-type pools"
+    cells = E.ensemble_cells(spec, "public", "fp", [0], 230.0, None, {"paper": (0.66, 0.76)}, ["calibrated", pooled])
+    # the 10 cells of a member less the oracle migration and the isolated gangs (which migrate to defragment)
+    assert len(cells) == 8 and not any(E.grid._migrates(c) for c in cells)
+    from dlcluster.experiments.ensemble import ensemble_answers
+    from dlcluster.experiments.implications import Answer, NOT_IN_GRID
+    from dlcluster.experiments.intervals import Interval
+    down = Interval(-0.1, -0.2, -0.05, 7, "test")
+    got = ensemble_answers({"calibrated": [Answer("migrate long jobs", "supported", "", down, "mechanism", "")],
+                            pooled: [Answer("migrate long jobs", NOT_IN_GRID, "", None, "mechanism", "")]})
+    assert got[0].answer == "supported" and [m.name for m in got[0].members] == ["calibrated"]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .common import percent_text
-from .implications import interval_digits
+from .implications import NOT_IN_GRID, interval_digits
 from .intervals import Interval
 
 #: What a member's interval says: below no change, above it, across it, no interval, or no steady state.
@@ -200,10 +200,9 @@ def forest_plot(answers: list[EnsembleAnswer], title: str = "The implications ac
     interval lies on (the predicted one, the other, across no change); an unstable member has no interval and says
     so at no change. Each panel's title is the implication and its answer."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullFormatter
 
     from ..report.plotting import legend_points, wrap_labels
-    from .plots import MARKERS, ratio_ticks
+    from .plots import MARKERS, ratio_axis
 
     if not answers:
         raise ValueError("forest_plot: no answer to draw")
@@ -233,14 +232,7 @@ def forest_plot(answers: list[EnsembleAnswer], title: str = "The implications ac
                                  lw=1.4, label=label)
             drawn.setdefault(label, handle)
             ratios.extend([low, high])
-        ax.axvline(1.0, color="k", lw=0.9)
-        ax.set_xscale("log")
-        lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
-        ax.set_xlim(lo, hi)
-        ticks, labels = ratio_ticks(lo, hi)
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticklabels(labels)
+        ratio_axis(ax, ratios)
         ax.set_yticks(range(len(names)), wrap_labels(names, 28))
         ax.set_ylim(len(names) - 0.5, -0.5)
         ax.set_xlabel("relative change against the arm it is compared with (log scale; 0: no change)", fontsize=8)
@@ -268,6 +260,10 @@ def ensemble_answers(member_answers: dict[str, list], predicted: dict[str, str] 
     result = []
     for implication in order:
         answers = {name: got.get(implication) for name, got in by_member.items()}
+        # a member that cannot run an arm (a pooled placement cannot migrate) is not asked: it neither agrees nor
+        # differs, as long as another member answers
+        asked = {name: a for name, a in answers.items() if a is None or a.answer != NOT_IN_GRID}
+        answers = asked or answers
         words = {a.answer for a in answers.values() if a is not None}
         if all(a is not None and a.change is None and not a.unstable for a in answers.values()) and len(words) == 1:
             # untestable (or absent) on every member alike: its own words, no member's interval

@@ -475,12 +475,16 @@ def _needed(cell: dict) -> bool:
     return experiment in ("early_stop", "policy")
 
 
+def _migrates(cell: dict) -> bool:
+    return cell.get("long_jobs") in ("migrate", "migrate-attained") or bool(cell.get("migration", False))
+
+
 def ensemble_cells(spec, trace: str, fingerprint: str, seeds, default_relax_s: float, cache_dir: str | None,
                    scenarios: dict, members: list[str], interference_scenario: str = "paper") -> list[dict]:
     """The cells of every member but the calibrated one (which the main sweep runs): the arms the implications compare
     (:func:`_needed`) at the real load, under the interference scenario the answers read (``interference_scenario``
     where the notebook runs it, else its last), the calibrated relax timeout, the grid's first tolerance."""
-    from .members import CALIBRATED
+    from .members import CALIBRATED, POOLED_SUFFIX
 
     if spec.replay is None:
         raise ValueError("ensemble_cells: the ensemble is of calibrated replays (a grid with a CalibratedReplay)")
@@ -493,6 +497,10 @@ def ensemble_cells(spec, trace: str, fingerprint: str, seeds, default_relax_s: f
                       tolerances=tuple(spec.tolerances[:1]), policies=("philly",), policy_loads=("real",),
                       oracle_loads=(), failure_models=tuple(spec.failure_models[:1]), experiment_loads=("real",),
                       sensitivity=(), dedicated_arm=False)
+        # the simulator cannot migrate under GPU-type pools (a migration moves jobs across the whole cluster): a
+        # pooled member runs no migrating arm, and its answers to those implications read 'not in this grid'
+        pooled = member.endswith(POOLED_SUFFIX)
         cells += [c for c in experiment_cells(sub, trace, fingerprint, seeds, None, default_relax_s, cache_dir,
-                                              {chosen: scenarios[chosen]}) if _needed(c)]
+                                              {chosen: scenarios[chosen]})
+                  if _needed(c) and not (pooled and _migrates(c))]
     return cells

@@ -39,6 +39,8 @@ IMPLICATIONS = {
     "early termination": "early_termination",
 }
 UNTESTABLE = "cannot be tested on public data"
+#: the answer where the grid runs no arm the implication compares
+NOT_IN_GRID = "not in this grid"
 #: How an answer on an arm without a steady state starts (:func:`unstable_words`); such an answer is never scored.
 UNSTABLE = "unstable"
 #: The answers that are verdicts (scored): every other answer counts as neither.
@@ -178,7 +180,7 @@ def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_me
     growth."""
     change = _compare(rows, base, arm, metric)
     if change is None:
-        return Answer(implication, "not in this grid", f"{arm} vs {base}", None, kind, replicates,
+        return Answer(implication, NOT_IN_GRID, f"{arm} vs {base}", None, kind, replicates,
                       f"the grid has no '{arm}' or '{base}' arm")
     comparison = f"{what}: '{arm}' vs '{base}'"
     stabilities = {name: stability(rows[rows["arm"] == name]) for name in dict.fromkeys((arm, base))}
@@ -240,7 +242,7 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
                            "against packing as the replay places")))
     for implication, base, arm, what in interference_rows:
         if scenario is None:
-            answers.append(Answer(implication, "not in this grid", "", None, "assumption", replicates))
+            answers.append(Answer(implication, NOT_IN_GRID, "", None, "assumption", replicates))
             continue
         part = interference[interference["interference"] == scenario]
         kind = "mechanism" if scenario == "none" else "assumption"
@@ -269,7 +271,7 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
     else:
         tolerance_arm = None
     if tolerance_arm is None:
-        answers.append(Answer("early termination", "not in this grid", "", None, "by construction", replicates))
+        answers.append(Answer("early termination", NOT_IN_GRID, "", None, "by construction", replicates))
     else:
         answers.append(_answer(
             "early termination", stop, "no early stop", tolerance_arm, "by construction", replicates,

@@ -40,6 +40,8 @@ _DRAW = re.compile(r"^VC and latency draw (?P<k>\d+)$")
 _PLACEMENT = "placement: "
 #: the placement axes a placement member differs in (the calibration's search space names them)
 PLACEMENT_AXES = ("placement", "gpu_pools")
+#: how a placement member that uses GPU-type pools ends its name (such a member runs no migrating arm)
+POOLED_SUFFIX = " + GPU-type pools"
 PLACEMENT_WORDS = {"best_fit": "best fit", "most_free": "spreading (most free)", "packed": "Philly's packing"}
 
 
@@ -55,7 +57,7 @@ def slowdown_ends() -> tuple[float, float]:
 def placement_name(fields: dict) -> str:
     """'placement: best fit + GPU-type pools' from a trial's placement axes."""
     words = PLACEMENT_WORDS.get(str(fields["placement"]), str(fields["placement"]))
-    return _PLACEMENT + words + (" + GPU-type pools" if bool(fields.get("gpu_pools")) else ", one pool")
+    return _PLACEMENT + words + (POOLED_SUFFIX if bool(fields.get("gpu_pools")) else ", one pool")
 
 
 def placement_variants(calibration, limit: int = 1) -> dict[str, dict]:

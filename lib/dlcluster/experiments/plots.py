@@ -135,7 +135,6 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
     by side, the 95% interval as a bar; x on a log scale of after / before, labelled as a change (a reduction
     stays above -100%), ticks by :func:`ratio_ticks`; one legend beside the panels."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullFormatter
 
     from ..report.plotting import legend_points
 
@@ -157,15 +156,7 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
                         fmt=MARKERS[k % len(MARKERS)], color=colors.get(category, "0.3"), ms=5, capsize=2, lw=1.2,
                         label=str(category))
             ratios.extend([*low[keep], *high[keep]])
-        ax.axvline(1.0, color="k", lw=0.8)
-        ax.set_xscale("log")
-        if ratios:
-            lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
-            ax.set_xlim(lo, hi)
-            ticks, labels = ratio_ticks(lo, hi)
-            ax.xaxis.set_major_locator(FixedLocator(ticks))
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xticklabels(labels)
+        ratio_axis(ax, ratios, lw=0.8)
         ax.set_yticks(range(len(arms)), wrap_labels(arms, 22))
         ax.invert_yaxis()
         ax.set_xlabel(xlabel if "log scale" in xlabel else f"{xlabel} (log scale)")
@@ -184,6 +175,22 @@ def plot_paired_changes(changes: pd.DataFrame, panels: list, panel_col: str, arm
         fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=legend_points(8),
                    title="GPUs per job", title_fontsize=legend_points(8), frameon=False)
     return fig
+
+
+def ratio_axis(ax, ratios, lw: float = 0.9) -> None:
+    """An x axis of after/before ratios: log scale, no change marked, limits around ``ratios`` (and no change),
+    ticked in percent (:func:`ratio_ticks`)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    ax.axvline(1.0, color="k", lw=lw)
+    ax.set_xscale("log")
+    if len(ratios):
+        lo, hi = min(min(ratios), 0.95) / 1.15, max(max(ratios), 1.05) * 1.15
+        ax.set_xlim(lo, hi)
+        ticks, labels = ratio_ticks(lo, hi)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticklabels(labels)
 
 
 def ratio_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
