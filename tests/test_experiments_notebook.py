@@ -104,7 +104,6 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert r["implications.scorecard.failures"].count("cannot be tested on public data") == 2
     # the same implications across the replays the data allow: the calibrated replay first, the spread slowdown at both
     # ends of the six models' measured range, another VC and latency draw, then the placements allowed as well
-    from dlcluster.experiments.common import percent_text
     from dlcluster.experiments.members import slowdown_ends
     low_end, high_end = slowdown_ends()
     members = r["implications.ensemble.members"]
@@ -116,15 +115,20 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     for key in E.IMPLICATIONS.values():
         answer, values = r[f"implications.{key}.ensemble"], r[f"implications.{key}.ensemble_values"]
         assert ensemble_words.match(answer), (key, answer)
-        # the calibrated member is the main sweep's answer, to its printed digits
+        # the main answer combines the calibrated run with the other draw's (each run's blocks kept together): its
+        # point lies between the two runs' points on the log scale, so between their printed values
         main = r[f"implications.{key}.answer"]
+        points = dict(re.findall(r"(calibrated|VC and latency draw 1): ([−+±][\d.]+)%", values))
         if main.startswith("unstable: "):
-            assert values.startswith(f"calibrated: unstable ({main.removeprefix('unstable: ')})"), (key, values)
+            assert re.search(r"(^|; )(calibrated|VC and latency draw 1): unstable", values), (key, values)
         elif f"implications.{key}.change" in r:
             low, change, high = (r[f"implications.{key}.{k}"] for k in ("ci_low", "change", "ci_high"))
-            digits = 1 if high - low < 0.05 else 0
-            assert values.startswith(f"calibrated: {percent_text(change, digits)} [{percent_text(low, digits)}, "
-                                     f"{percent_text(high, digits)}]"), (key, values)
+            # each member's point to its printed digits: half its last digit either way
+            runs = [(float(v.replace("−", "-").replace("±", "")) / 100, 0.0005 if "." in v else 0.005)
+                    for v in points.values()]
+            assert r["implications.runs_combined"] == len(runs) == 2, (key, values)
+            assert min(v - step for v, step in runs) <= change <= max(v + step for v, step in runs), \
+                (key, change, values)
         else:
             assert answer == main == "cannot be tested on public data" and values.startswith("calibrated: no value")
         # a verdict only where every member's interval lies on its side (every implication predicts a reduction)
@@ -147,15 +151,25 @@ def test_small_grid_results(ci_notebook, ci_reports, public_trace):
     assert all(k.startswith(("failures.real.", "early_stop.real.", "early_stop.curve_bootstrap.", "locality.real."))
                for k in r
                if k.startswith(("failures.", "early_stop.", "locality.")))
-    # experiment 1: holding 5-8-GPU gangs to locality makes them wait: strict locality waits the longest of the three
-    # arms (50,917 s against at most 34,286 s at these parameters, on the calibrated packed placement, before issue 47).
-    # Over all jobs it is
-    # the other way round (strict 5,518 s against 13,500 s relaxed): the held gangs leave their GPUs to the 1-GPU jobs,
-    # which the notebook explains from the runs (experiments.locality.strict_locality_explanation)
+    # experiment 1: holding 5-8-GPU gangs to locality makes them wait: strict locality waits longer than Philly's
+    # relaxing arm (4,638 s against 810 s at these parameters). The arm without any locality (issue 48: GPUs taken
+    # wherever its list of servers starts) waits longest of all (27,842 s; it spreads 99% of them against 16%, and
+    # spread jobs run at the replay's spread speed, holding their GPUs longer): an outcome, not a premise of this test
     default_arm = f"relax after {E.short_duration(cal.params.relax_after_s)}"
     loc = "locality.real.{}.{}.queue_mean_s"
     waits = [r[loc.format(arm, "5-8")] for arm in ("no locality (any GPUs)", default_arm, "strict locality")]
-    assert max(waits[:2]) < waits[2], waits
+    assert waits[1] < waits[2], waits
+    # the arms differ in locality: without it a job takes GPUs wherever its list of servers starts
+    # (experiments.locality.LocalityBlindPlacement), so it spreads more jobs over servers than Philly's placement at
+    # the calibrated timeout, and strict locality spreads only the gangs no server holds (>8 GPUs)
+    spread = "locality.real.{}.all.spread_share"
+    shares = [r[spread.format(arm)] for arm in ("no locality (any GPUs)", default_arm, "strict locality")]
+    assert shares[0] > shares[1] + 0.02 and shares[2] <= shares[1], shares
+    # relaxing against strict locality: the wait saved beside the locality given up, size by size
+    tradeoff = r["locality.real.relax_tradeoff"]
+    assert tradeoff.startswith(f"[mechanism] The tradeoff of relaxing locality at the real load (x1), strict locality "
+                               f"→ '{default_arm}': 2-4-GPU jobs' mean first wait "), tradeoff
+    assert "; 5-8-GPU jobs' mean first wait " in tradeoff and tradeoff.count(" spread over servers instead of ") == 2
     # holding long jobs strict: their 5-8-GPU wait is no shorter than under Philly's relaxation beyond 5% (at these
     # parameters, under issue 47's calibration (back-off for every job, the headroom clock), 803 s against 810 s: the
     # direction the earlier calibration showed is not shown at 12 one-day blocks)

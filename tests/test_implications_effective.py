@@ -74,3 +74,31 @@ def test_a_comparison_over_several_runs():
     twice = combined_change([one, one], "no locality (any GPUs)", PHILLY)
     assert twice.mean == pytest.approx(alone.mean) and twice.high - twice.low < alone.high - alone.low < 0.1
     assert twice.high < 0 and "fixed effect" in twice.method
+
+
+def test_the_answers_combine_the_other_draws_runs():
+    # implication_answers(runs=...): the main table's run and another draw's, each run's blocks kept together
+    one, other = run(FACTORS), run([f * 0.98 for f in FACTORS])
+    alone = implication_answers(one, "L", PHILLY, "7 weekly blocks", 1.0, 1.0)[0]
+    both = implication_answers(one, "L", PHILLY, "7 weekly blocks", 1.0, 1.0, runs=[other])[0]
+    expected = combined_change([one, other], "no locality (any GPUs)", PHILLY)
+    assert (both.change.mean, both.change.low, both.change.high) == pytest.approx(
+        (expected.mean, expected.low, expected.high))
+    assert both.effective_n == pytest.approx(2 * alone.effective_n)
+    assert both.replicates == "2 whole runs (VC and latency draws), each run's blocks kept together"
+    assert alone.replicates == "7 weekly blocks"
+    # a run that lacks the arms adds nothing: the main run's own interval
+    lacking = implication_answers(one, "L", PHILLY, "7 weekly blocks", 1.0, 1.0, runs=[other.iloc[:0]])[0]
+    assert lacking.change == alone.change and lacking.replicates == "7 weekly blocks"
+
+
+def test_an_arm_without_a_steady_state_in_another_draw_leaves_no_interval():
+    one = run(FACTORS)
+    growing = run(FACTORS)
+    strict = growing["arm"] == "strict locality"
+    growing.loc[strict, "wait_total_mean_s"] = [h * H for h in (1, 5, 10, 20, 30, 45, 60)]
+    relax = implication_answers(one, "L", PHILLY, "7 weekly blocks", 1.0, 1.0, runs=[growing])[1]
+    assert relax.implication == "relax it after a bounded wait"
+    assert relax.answer.startswith("unstable: strict locality (run 2) queue grows") and relax.change is None
+    # the main run alone is steady: an interval
+    assert implication_answers(one, "L", PHILLY, "7 weekly blocks", 1.0, 1.0)[1].change is not None

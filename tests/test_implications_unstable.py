@@ -101,4 +101,5 @@ def test_arm_stability_lists_every_arm():
     assert strict["wait growth per week (h)"] == pytest.approx(expected)
     assert strict["JCT growth per week (h)"] == pytest.approx(expected)   # JCT = 100 h + the wait
     assert strict["its one-sided 95% lower bound (h)"] > 0 and strict["blocks"] == 7
-    assert strict["reason"].startswith("unstable: the mean wait grows")
+    assert strict["why"] == "grows block after block"
+    assert table.set_index("arm").loc[PHILLY, "why"] == "no growth beyond the blocks' noise"

@@ -102,3 +102,24 @@ def test_a_pooled_member_runs_no_migrating_arm_and_is_not_asked_about_one():
     got = ensemble_answers({"calibrated": [Answer("migrate long jobs", "supported", "", down, "mechanism", "")],
                             pooled: [Answer("migrate long jobs", NOT_IN_GRID, "", None, "mechanism", "")]})
     assert got[0].answer == "supported" and [m.name for m in got[0].members] == ["calibrated"]
+
+
+def test_draw_runs_are_the_steady_draw_members():
+    from dlcluster.experiments.ensemble import draw_runs
+
+    def philly(member, waits_h):
+        return pd.DataFrame([{"replay": '{"member": "%s"}' % member, "experiment": "policy", "arm": "Philly",
+                              "bucket": "all", "population": "all jobs", "load_label": "L", "seed": b,
+                              "block": b, "block_days": 7.0, "jobs": 100, "rejected": 0,
+                              "wait_total_mean_s": w * 3600.0, "jct_mean_s": (100 + w) * 3600.0}
+                             for b, w in enumerate(waits_h)])
+
+    steady, growing = [1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.9], [1, 5, 10, 20, 30, 45, 60]
+    table = pd.concat([philly("VC and latency draw 1", steady), philly("VC and latency draw 2", growing),
+                       philly("slowdown 0.47", steady)], ignore_index=True)
+    members = ["calibrated", "slowdown 0.47", "VC and latency draw 1", "VC and latency draw 2"]
+    runs = draw_runs(table, members, "L")
+    # only draw 1: draw 2's replay as calibrated has no steady state, and a slowdown member is no other draw
+    assert len(runs) == 1 and set(M.member_of(runs[0])) == {"VC and latency draw 1"}
+    assert draw_runs(None, members, "L") == [] and draw_runs(table, ["calibrated"], "L") == []
+    assert M.is_draw("VC and latency draw 3") and not M.is_draw("slowdown 0.93")

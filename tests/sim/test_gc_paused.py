@@ -1,12 +1,13 @@
-"""The simulator's pause of the cyclic garbage collector (engine._gc_paused): restored as it was, the objects made
-meanwhile not left to the young generation's next scan, and cyclic garbage among them still collected."""
+"""The simulator's pause of the cyclic garbage collector (jobs.gc_paused, used by the engine): restored as it was,
+the objects made meanwhile not left to the young generation's next scan, and cyclic garbage among them still
+collected."""
 
 import gc
 import weakref
 
 import pytest
 
-from dlcluster.sim.engine import _gc_paused
+from dlcluster.sim.jobs import gc_paused as _gc_paused
 
 
 class _Node:

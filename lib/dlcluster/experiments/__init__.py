@@ -13,7 +13,8 @@ compressing arrivals). One *cell* per (setting, seed, load), run by
 experiments (``experiment`` parameter of a cell):
 
 1. ``locality``: strict locality vs Philly's relax-after-timeout (sweeping the
-   timeout) vs no locality at all; long jobs held to strict locality (their
+   timeout) vs no locality at all (GPUs taken wherever a list of servers starts:
+   :class:`.locality.LocalityBlindPlacement`); long jobs held to strict locality (their
    duration known in advance: an oracle) or migrated to a tighter placement (when at least an hour of work is left:
    an oracle too, or once they have run an hour: attained service, which a scheduler knows).
 2. ``interference``: packing jobs onto busy servers (best fit) vs spreading
@@ -83,7 +84,7 @@ from .implications import (  # noqa: F401
     IMPLICATIONS, KINDS, answer_words, answers_table, arm_stability, implication_answers, interval_target,
     scorecard_words, target_note)
 from .ensemble import (  # noqa: F401
-    EnsembleAnswer, ensemble_answer, ensemble_answers, ensemble_implications, forest_plot)
+    EnsembleAnswer, draw_runs, ensemble_answer, ensemble_answers, ensemble_implications, forest_plot)
 from .grid import ensemble_cells  # noqa: F401
 from .members import CALIBRATED, member_names as ensemble_members, member_table, slowdown_ends  # noqa: F401
 from .kinds import kind_tag, load_kind, tagged  # noqa: F401
@@ -93,7 +94,9 @@ from .intervals import (  # noqa: F401
 from .interference import (  # noqa: F401
     DEDICATED_ARM, INTERFERENCE_ARMS, ISOLATE_ARM, DedicatedPlacement, interference_arm, interference_conclusion,
     interference_conclusion_by_scenario, interference_options)
-from .locality import LongJobsStrictPolicy, locality_conclusion, strict_locality_explanation  # noqa: F401
+from .locality import (  # noqa: F401
+    LocalityBlindPlacement, LongJobsStrictPolicy, locality_conclusion, relax_tradeoff, relax_tradeoff_sentence,
+    strict_locality_explanation)
 from .plots import POLICY_COLORS, metric_grid, plot_paired_changes  # noqa: F401
 from .naming import replay_data_label, replay_name, targets_met  # noqa: F401
 from .policies import first_wait_verdict, is_preemptive, policy_changes, policy_conclusion, policy_context  # noqa: F401

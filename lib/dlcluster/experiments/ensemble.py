@@ -284,6 +284,27 @@ def baseline_stability(rows: pd.DataFrame, main_load: str):
     return stability(base) if len(base) else None
 
 
+def draw_runs(members_table: pd.DataFrame | None, members: list[str], main_load: str) -> list[pd.DataFrame]:
+    """The ensemble's other VC and latency draws (members 'VC and latency draw <k>') as whole runs of the same arms,
+    for :func:`.implications.implication_answers`' ``runs``: the main answers' intervals then combine independent
+    runs, not only the blocks of one. A draw whose replay as calibrated has no steady state
+    (:func:`baseline_stability`) is left out, as :func:`ensemble_implications` leaves it out of the verdicts."""
+    from .members import is_draw, member_of
+
+    if members_table is None or not len(members_table):
+        return []
+    of = member_of(members_table)
+    runs = []
+    for member in members:
+        if not is_draw(member):
+            continue
+        rows = members_table[of == member]
+        steady = baseline_stability(rows, main_load)
+        if len(rows) and (steady is None or steady.stable):
+            runs.append(rows)
+    return runs
+
+
 def ensemble_implications(main: pd.DataFrame, members_table: pd.DataFrame | None, members: list[str], *args,
                           excluded: dict | None = None, **kwargs):
     """Every implication answered across ``members`` (:func:`ensemble_answers`): the calibrated member from the main

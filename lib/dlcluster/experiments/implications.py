@@ -176,20 +176,36 @@ def _compare(rows: pd.DataFrame, base: str, arm: str, metric: str = "jct_mean_s"
 
 def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_mean_s", why=""):
     """One implication's answer from the change of ``metric`` from ``base`` to ``arm``; when either arm's queue has no
-    steady state (:func:`.intervals.stability`), 'unstable: ...' with no interval (never scored), the why giving the
-    growth."""
+    steady state (:func:`.intervals.stability`) in any run, 'unstable: ...' with no interval (never scored), the why
+    giving the growth.
+
+    ``rows``: one run's rows, or a list of whole runs (the first the main one; the others the same arms under other
+    draws). With several runs that hold both arms the interval combines them (:func:`combined_change`: each run's
+    blocks kept together, the runs independent), and ``replicates`` says so."""
+    runs = list(rows) if isinstance(rows, (list, tuple)) else [rows]
+    rows = runs[0]
     change = _compare(rows, base, arm, metric)
     if change is None:
         return Answer(implication, NOT_IN_GRID, f"{arm} vs {base}", None, kind, replicates,
                       f"the grid has no '{arm}' or '{base}' arm")
     comparison = f"{what}: '{arm}' vs '{base}'"
-    stabilities = {name: stability(rows[rows["arm"] == name]) for name in dict.fromkeys((arm, base))}
-    unstable = unstable_words(stabilities)
-    if unstable:
-        reasons = "; ".join(f"'{name}': {s.reason}" for name, s in stabilities.items() if not s.stable)
+    others = [r for r in runs[1:] if _compare(r, base, arm, metric) is not None]
+    reasons = []
+    for i, run in enumerate([rows, *others]):
+        stabilities = {name: stability(run[run["arm"] == name]) for name in dict.fromkeys((arm, base))}
+        where = f" (run {i + 1})" if others else ""
+        reasons += [(f"{name}{where}", s) for name, s in stabilities.items() if not s.stable]
+    if reasons:
+        unstable = f"{UNSTABLE}: " + "; ".join(f"{name} queue grows {s.growth_text}" for name, s in reasons)
         return Answer(implication, unstable, comparison, None, kind, replicates,
-                      f"no steady state, so a ratio over the run depends on how long it lasts ({reasons})"
-                      + (f"; {why}" if why else ""))
+                      "no steady state, so a ratio over the run depends on how long it lasts ("
+                      + "; ".join(f"'{name}': {s.reason}" for name, s in reasons) + ")" + (f"; {why}" if why else ""))
+    if others and change.known:
+        try:
+            change = combined_change([rows, *others], base, arm, metric)
+            replicates = f"{1 + len(others)} whole runs (VC and latency draws), each run's blocks kept together"
+        except ValueError as err:   # a run without two paired blocks: the main run's interval, and why
+            why = (f"{why}; " if why else "") + f"the other draws' runs not combined ({err})"
     return Answer(implication, answer_words(change), comparison, change, kind, replicates, why,
                   change.effective_n if np.isfinite(change.effective_n) else float(change.n))
 
@@ -212,15 +228,19 @@ def combined_change(runs: list[pd.DataFrame], base: str, arm: str, metric: str =
 
 def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, replicates: str,
                         earliest_rtf_s: float, prerun_s: float, interference_scenario: str | None = "paper",
-                        slowdown: str = "the slowdown model fitted to measured step times") -> list[Answer]:
+                        slowdown: str = "the slowdown model fitted to measured step times",
+                        runs: tuple[pd.DataFrame, ...] | list[pd.DataFrame] = ()) -> list[Answer]:
     """The seven rows of notebook 06's opening table from the sweep table (:func:`.grid.with_arms`'s).
+
+    ``runs``: the same arms' sweep tables under other VC and latency draws (whole runs: the ensemble's draw members,
+    :func:`.ensemble.draw_runs`); every interval then combines ``table``'s run with them (:func:`combined_change`).
 
     ``philly_arm``: the locality experiment's arm for Philly's calibrated relax timeout; ``replicates``: what the
     intervals are over, in words; ``earliest_rtf_s``: the fitted failure model's earliest runtime to failure and
     ``prerun_s`` the pre-run's length (a pre-run can only catch a failure before its end).
     """
-    at = table[(table["load_label"] == main_load) & (table["population"] == "all jobs")]
-    locality = at[at["experiment"] == "locality"]
+    every = [t[(t["load_label"] == main_load) & (t["population"] == "all jobs")] for t in (table, *runs)]
+    locality = [t[t["experiment"] == "locality"] for t in every]
     answers = [
         _answer("prioritize locality", locality, "no locality (any GPUs)", philly_arm, "mechanism", replicates,
                 f"mean JCT of all jobs, with {slowdown} for spread jobs",
@@ -232,8 +252,8 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
                 f"{philly_arm}, {LONG_JOBS_ARMS['migrate']}", "mechanism", replicates,
                 f"mean JCT of all jobs, with {slowdown}; jobs of at least 1 h moved to a tighter placement"),
     ]
-    interference = at[at["experiment"] == "interference"]
-    scenarios = list(dict.fromkeys(interference["interference"])) if len(interference) else []
+    interference = [t[t["experiment"] == "interference"] for t in every]
+    scenarios = list(dict.fromkeys(interference[0]["interference"])) if len(interference[0]) else []
     scenario = interference_scenario if interference_scenario in scenarios else (scenarios[-1] if scenarios else None)
     interference_rows = (("pack against interference", SPREAD_ARM, PACK_ARM,
                           "packing (best fit) against Philly's spreading"),
@@ -244,7 +264,7 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
         if scenario is None:
             answers.append(Answer(implication, NOT_IN_GRID, "", None, "assumption", replicates))
             continue
-        part = interference[interference["interference"] == scenario]
+        part = [t[t["interference"] == scenario] for t in interference]
         kind = "mechanism" if scenario == "none" else "assumption"
         answers.append(_answer(
             implication, part, base, arm, kind, replicates,
@@ -264,9 +284,9 @@ def implication_answers(table: pd.DataFrame, main_load: str, philly_arm: str, re
         f"{short_duration(earliest_rtf_s)}, not before the pre-run's {short_duration(prerun_s)} ends: a pre-run "
         "catches no failure of the fitted model by construction, and no public data show the early failures it is "
         "meant to catch"))
-    stop = at[at["experiment"] == "early_stop"]
-    if len(stop):
-        arms = [a for a in dict.fromkeys(stop["arm"]) if a != "no early stop"]
+    stop = [t[t["experiment"] == "early_stop"] for t in every]
+    if len(stop[0]):
+        arms = [a for a in dict.fromkeys(stop[0]["arm"]) if a != "no early stop"]
         tolerance_arm = arms[0] if arms else None
     else:
         tolerance_arm = None
@@ -304,7 +324,8 @@ ARM_KEYS = ("experiment", "load_label", "interference", "arm")
 def arm_stability(table: pd.DataFrame) -> pd.DataFrame:
     """Every arm's :func:`.intervals.stability` from the sweep table (:func:`.grid.with_arms`'s; its 'all' bucket of
     all jobs), in the table's order: whether its queue has a steady state, the mean wait's and the mean JCT's growth
-    per week (hours) with the wait's one-sided 95% lower bound, the blocks and the reason. An unstable arm's ratio is
+    per week (hours) with the wait's one-sided 95% lower bound, the blocks and why in a few words (the numbers are
+    the columns beside it; :attr:`.intervals.Stability.reason` has them in a sentence). An unstable arm's ratio is
     never scored (:func:`_answer`)."""
     rows = table
     if "bucket" in rows.columns:
@@ -319,6 +340,6 @@ def arm_stability(table: pd.DataFrame) -> pd.DataFrame:
                     "wait growth per week (h)": s.growth_per_week_s / 3600,
                     "its one-sided 95% lower bound (h)": s.growth_lower_s / 3600,
                     "JCT growth per week (h)": s.jct_growth_per_week_s / 3600, "blocks": s.n,
-                    "reason": s.reason})
+                    "why": s.why})
     return pd.DataFrame(out, columns=[*keys, "stable", "wait growth per week (h)", "its one-sided 95% lower bound (h)",
-                                      "JCT growth per week (h)", "blocks", "reason"])
+                                      "JCT growth per week (h)", "blocks", "why"])

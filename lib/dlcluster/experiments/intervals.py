@@ -371,6 +371,8 @@ class Stability:
     n: int
     effective_n: float
     reason: str
+    #: the reason in a few words, without the numbers (a table's column beside the growth columns)
+    why: str = ""
 
     @property
     def factor(self) -> float:
@@ -480,20 +482,25 @@ def stability(rows: pd.DataFrame, metric: str = "wait_total_mean_s") -> Stabilit
               + (f", ×{end / start:.1f}" if start > 0 else ""))
     growth = f"{hours_text(slope * per_week)} per week (one-sided 95% lower bound {hours_text(lower * per_week)})"
     if grows and factor_ok and large:
+        why = "grows block after block"
         reason = f"unstable: the mean wait grows {growth}, {fitted}"
     elif not grows:
+        why = "no growth beyond the blocks' noise"
         reason = f"stable: no growth the blocks' noise cannot explain ({growth})"
     elif not factor_ok:
+        why = f"grows by less than ×{GROWTH_FACTOR:g}"
         reason = f"stable: the mean wait grows by less than ×{GROWTH_FACTOR:g} over the run ({fitted})"
     else:
+        why = f"grows by less than {hours_text(MIN_GROWTH_S)}"
         reason = f"stable: the mean wait grows by less than {hours_text(MIN_GROWTH_S)} over the run ({fitted})"
     return Stability(bool(not (grows and factor_ok and large)), slope * per_week, lower * per_week, t,
-                     jct_slope * per_week, jct_lower * per_week, start, end, n, n_e, reason)
+                     jct_slope * per_week, jct_lower * per_week, start, end, n, n_e, reason, why)
 
 
 def _no_test(n: int, reason: str) -> Stability:
     nan = float("nan")
-    return Stability(True, nan, nan, nan, nan, nan, nan, nan, n, float(n), f"stable: {reason}")
+    return Stability(True, nan, nan, nan, nan, nan, nan, nan, n, float(n), f"stable: {reason}",
+                     "not tested: " + reason.split(":")[0])
 
 
 # --------------------------------------------------------------------------- several whole runs

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import random
+from itertools import chain
+
+import numpy as np
 import pandas as pd
 
 from ..sim import Migration, PhillyPolicy, make_policy
+from ..sim.placement import Locality
 from .common import (ArmCells, arm_change, best_arm, compare_arms, format_seconds, judged_change, mean_where,
-                     short_duration)
+                     paired_difference, short_duration)
+from .intervals import direction
 from .kinds import BY_CONSTRUCTION, MECHANISM, kind_tag, tagged
 
 #: A job that holds its GPUs at least this long counts as long (locality experiment).
@@ -18,6 +24,46 @@ LONG_JOB_S = 3600.0
 LONG_JOBS_ARMS = {"strict": "long jobs strict",
                   "migrate": "long jobs migrated (remaining time known: oracle)",
                   "migrate-attained": "long jobs migrated (run at least 1 h: attained service)"}
+
+
+_SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locality.ANYWHERE)
+
+
+class LocalityBlindPlacement:
+    """No locality at all (the arm 'no locality (any GPUs)'): a job takes free GPUs server by server in the node
+    list's order, starting at a random server (seeded), wherever they happen to be; its level is the one its GPUs
+    span. A scheduler that knows nothing of servers or racks: the paper's alternative to prioritizing locality.
+
+    Why not Philly's own placement at the loosest level: it fills the servers with the most free GPUs first, so a job
+    that fits on one server lands on one whenever one has room, and an arm built that way differs from the locality
+    arms only in how long jobs wait (issue 48: spread share 0.111 against 0.112). The random start keeps the arm from
+    packing the first servers of the list (a second effect, packing, that the interference experiment measures)."""
+
+    def __init__(self, seed: int = 0):
+        self._rng = random.Random(seed)
+
+    def __repr__(self) -> str:
+        return "LocalityBlindPlacement()"
+
+    def choose(self, cluster, num_gpus: int, min_level: int, max_level: int):
+        if num_gpus > cluster.total_free:
+            return None
+        free = cluster.free
+        n = len(free)
+        start = self._rng.randrange(n)
+        counts, remaining = [], num_gpus
+        for s in chain(range(start, n), range(start)):
+            if free[s]:
+                take = min(free[s], remaining)
+                counts.append((s, take))
+                remaining -= take
+                if not remaining:
+                    break
+        if remaining:
+            return None
+        racks = {cluster.rack_of[s] for s, _ in counts}
+        level = _SERVER if len(counts) == 1 else _RACK if len(racks) == 1 else _ANYWHERE
+        return (counts, level) if level <= max_level else None
 
 
 class LongJobsStrictPolicy(PhillyPolicy):
@@ -73,6 +119,8 @@ def options(cell: dict, workload, philly: dict, slowdown) -> tuple[object, dict,
                                      min_attained_s=LONG_JOB_S)
     elif long_jobs not in ("as-others", "strict"):
         raise ValueError(f"long_jobs must be 'as-others' or one of {sorted(LONG_JOBS_ARMS)}, got {long_jobs!r}")
+    if cell["locality"] == "any" and long_jobs == "as-others":
+        out["placement"] = LocalityBlindPlacement(int(cell.get("seed", 0) or 0))
     return policy, out, workload, {}
 
 
@@ -162,3 +210,65 @@ def strict_locality_explanation(rows: pd.DataFrame, main_load: str, default_arm:
     return (text + f" where '{default_arm}' ran {spread} over more than one server, strict locality spreads none "
             f"({value(strict, '2-4', 'spread_share'):.0%} and {value(strict, '5-8', 'spread_share'):.0%}), which "
             "leaves whole servers free more often for >8-GPU gangs, which need whole servers.")
+
+
+STRICT_ARM = "strict locality"
+
+
+def _points(ci) -> str:
+    """'+31 points [95% CI +27, +35]' of a paired difference of shares."""
+    def signed(v):
+        return f"{100 * v:+.0f}".replace("-", "−")
+    if ci is None or not np.isfinite(ci.mean):
+        return "no difference computed"
+    ends = f" [95% CI {signed(ci.low)}, {signed(ci.high)}]" if ci.known else ""
+    return f"{signed(ci.mean)} points{ends}"
+
+
+def relax_tradeoff(rows: pd.DataFrame, main_load: str, philly_arm: str, buckets=("2-4", "5-8")) -> pd.DataFrame:
+    """The tradeoff the paper names for relaxing locality after a bounded wait (its implication trades queueing delay
+    for locality), for the job sizes that fit on one server: strict locality → relaxing after Philly's timeout, the
+    queueing delay relaxing saves (mean first wait, paired relative change with its interval) against the locality
+    it gives up (the share of jobs that ran spread over servers, a paired difference in points with its interval,
+    which stays within ±100), and the useful share of their GPU time (what spreading costs them in speed) and their
+    mean JCT (what the two net to). ``rows``: the locality experiment's rows."""
+    at = rows[rows["load_label"] == main_load]
+    out = []
+    for bucket in buckets:
+        part = at[at["bucket"] == bucket]
+        if not {STRICT_ARM, philly_arm} <= set(part["arm"]):
+            continue
+        spread = [mean_where(part, "spread_share", arm=a) for a in (STRICT_ARM, philly_arm)]
+        useful = [mean_where(part, "useful_share", arm=a) for a in (STRICT_ARM, philly_arm)]
+        out.append({
+            "GPUs per job": bucket,
+            "mean first wait, strict → relaxed": judged_change(part, STRICT_ARM, philly_arm, "queue_mean_s"),
+            "jobs spread over servers, strict → relaxed": (
+                f"{spread[0]:.0%} → {spread[1]:.0%}, "
+                f"{_points(paired_difference(part, STRICT_ARM, philly_arm, 'spread_share'))}"),
+            "useful share of their GPU time": f"{useful[0]:.0%} → {useful[1]:.0%}",
+            "mean JCT, strict → relaxed": judged_change(part, STRICT_ARM, philly_arm, "jct_mean_s"),
+        })
+    return pd.DataFrame(out)
+
+
+def relax_tradeoff_sentence(rows: pd.DataFrame, main_load: str, philly_arm: str, buckets=("2-4", "5-8")) -> str:
+    """:func:`relax_tradeoff` in one sentence, tagged [mechanism]: per size, the wait relaxing saves or costs (named
+    only outside its interval) and the locality it gives up (points of jobs spread over servers). Empty when the rows
+    hold neither arm."""
+    at = rows[rows["load_label"] == main_load]
+    parts = []
+    for bucket in buckets:
+        part = at[at["bucket"] == bucket]
+        if not {STRICT_ARM, philly_arm} <= set(part["arm"]):
+            continue
+        text, ci = arm_change(part, STRICT_ARM, philly_arm, "queue_mean_s")
+        wait = direction(ci, "longer", "shorter")
+        spread = [mean_where(part, "spread_share", arm=a) for a in (STRICT_ARM, philly_arm)]
+        points = _points(paired_difference(part, STRICT_ARM, philly_arm, "spread_share"))
+        parts.append(f"{bucket}-GPU jobs' mean first wait {text} ({wait}), for {spread[1]:.0%} of them spread over "
+                     f"servers instead of {spread[0]:.0%} ({points})")
+    if not parts:
+        return ""
+    return tagged(MECHANISM, f"The tradeoff of relaxing locality at {main_load}, strict locality → '{philly_arm}': "
+                  + "; ".join(parts) + ".")

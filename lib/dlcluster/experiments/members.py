@@ -45,6 +45,12 @@ POOLED_SUFFIX = " + GPU-type pools"
 PLACEMENT_WORDS = {"best_fit": "best fit", "most_free": "spreading (most free)", "packed": "Philly's packing"}
 
 
+def is_draw(name: str) -> bool:
+    """Whether member ``name`` is another VC and latency draw ('VC and latency draw <k>'): a whole run of the same
+    replay under other draws, which the main answers' intervals combine (:func:`.ensemble.draw_runs`)."""
+    return _DRAW.match(str(name)) is not None
+
+
 def slowdown_ends() -> tuple[float, float]:
     """The smallest and largest per-model spread factor of the measured step times (the default model's inputs)."""
     from ..sim.slowdown import spread_factor_from_placements

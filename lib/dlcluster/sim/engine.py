@@ -29,10 +29,8 @@ whose room can have grown (:class:`.migration.SpreadJobs`).
 from __future__ import annotations
 
 import bisect
-import gc
 import heapq
 import time as wallclock
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -42,7 +40,7 @@ from .failures import FailureModel, RetryPolicy, RETRY_PRESETS
 from .gang import GangHolds
 from .heartbeat import CycleState, Heartbeat
 from .causes import WaitCauses
-from .jobs import Job, JobState, Outcome
+from .jobs import Job, JobState, Outcome, gc_paused
 from .lending import LendingLimit, LendingState
 from .migration import SpreadJobs
 from .placement import Locality, best_feasible_level, make_placement
@@ -64,26 +62,6 @@ _SERVER, _RACK, _ANYWHERE = int(Locality.SERVER), int(Locality.RACK), int(Locali
 _FINISHED, _FAILED, _PREEMPTED = int(Outcome.FINISHED), int(Outcome.FAILED), int(Outcome.PREEMPTED)
 _MIGRATED, _PRERUN_DONE = int(Outcome.MIGRATED), int(Outcome.PRERUN_DONE)
 _INF = float("inf")
-
-
-@contextmanager
-def _gc_paused():
-    """The cyclic garbage collector paused (and restored as it was): for phases that make or keep many objects and
-    no reference cycles.
-
-    On the way out, the objects made meanwhile join the oldest generation unscanned (``gc.freeze`` then
-    ``gc.unfreeze``: two list merges, and the young generation's count back to 0). Re-enabled as they were, the
-    collector's next young collection would scan all ~10^6 of them, and the next middle one again: ~0.2 s of a
-    4.5-s replay. Cyclic garbage among them is still found, by the next full collection."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
 
 
 class Simulator:
@@ -169,7 +147,7 @@ class Simulator:
         self.cluster = ClusterState(topology) if gpu_pools is None else PooledCluster(topology)
         self.pools = None if gpu_pools is None else self.cluster
         self._setup_vcs(quotas)
-        with _gc_paused():   # ~10^5 job objects: the cyclic collector would rescan them as they are made
+        with gc_paused():   # ~10^5 job objects: the cyclic collector would rescan them as they are made
             self._setup_jobs()
         if self.pools is not None:
             for job, pool in zip(self.jobs, self.pools.pool_index(gpu_pools), strict=True):
@@ -266,7 +244,7 @@ class Simulator:
     def run(self) -> SimResult:
         # The loop creates no reference cycles but keeps ~10^6 objects alive: the cyclic garbage
         # collector would rescan them over and over (~15% of the time), so it is paused for the run.
-        with _gc_paused():
+        with gc_paused():
             return self._run()
 
     def _run(self) -> SimResult:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from enum import IntEnum
 
 
@@ -124,3 +126,23 @@ class Job:
 
     def __repr__(self) -> str:
         return f"Job({self.idx}, gpus={self.num_gpus}, state={self.state.name})"
+
+
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector paused (and restored as it was): for phases that make or keep many objects and
+    no reference cycles.
+
+    On the way out, the objects made meanwhile join the oldest generation unscanned (``gc.freeze`` then
+    ``gc.unfreeze``: two list merges, and the young generation's count back to 0). Re-enabled as they were, the
+    collector's next young collection would scan all ~10^6 of them, and the next middle one again: ~0.2 s of a
+    4.5-s replay. Cyclic garbage among them is still found, by the next full collection."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.unfreeze()
+            gc.enable()
