@@ -2,23 +2,13 @@
 locality arms differ in locality, not only in how long jobs wait. Hand-made clusters of 4-GPU servers
 (``topology_from_spec``), FIFO at ideal speed."""
 
-import numpy as np
 import pandas as pd
 
 from dlcluster.experiments.locality import LocalityBlindPlacement, options
 from dlcluster.sim import simulate, topology_from_spec
 from dlcluster.sim.cluster import ClusterState
 from dlcluster.sim.placement import Locality
-from dlcluster.sim.workload import Workload
-
-
-def make_workload(rows) -> Workload:
-    """rows: (name, arrival_s, gpus, service_s), one VC."""
-    return Workload(jobid=np.array([r[0] for r in rows], dtype=object), vc=np.array(["vc"] * len(rows), dtype=object),
-                    user=np.array([f"u-{r[0]}" for r in rows], dtype=object),
-                    arrival_s=np.array([float(r[1]) for r in rows]),
-                    num_gpus=np.array([int(r[2]) for r in rows], dtype=np.int64),
-                    service_s=np.array([float(r[3]) for r in rows]), epoch=pd.Timestamp("2017-10-03", tz="UTC"))
+from test_isolate_placement import make_workload   # (name, arrival_s, gpus, service_s) rows, one VC
 
 
 class FixedStart(LocalityBlindPlacement):
