@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlcluster.experiments.sweep import SweepError, cell_key, code_version, describe_cells, expand_grid, run_sweep
+from dlcluster.experiments.sweep import (SweepError, cell_key, code_version, describe_cells, expand_grid, run_sweep,
+                                         run_sweeps)
 from dlcluster.paths import CACHE_DIR_ENV, cache_dir, repo_root
 
 CALLS: list[dict] = []
@@ -150,6 +151,30 @@ def test_cells_with_the_same_simulation_run_once_and_keep_their_own_parameters(t
                       progress=False, same_as=label_free)
     assert CALLS[2:] == [{"a": 3}]                       # a = 1 was cached under its simulation
     assert again["a_squared"].tolist() == [1, 1, 1, 9]
+
+
+def test_two_grids_as_one_sweep_run_in_one_pool_and_keep_their_own_tables(tmp_path):
+    first = expand_grid({"a": [1, 2], "label": ["x", "y"]}, {})
+    second = [{"a": 2, "label": "z"}, {"a": 3, "label": "x"}]
+    main, other = run_sweeps([(first, label_free, tmp_path / "first.parquet"), (second, label_free, None)],
+                             fixed_cell, tmp_path / "cache", code_modules=THIS, n_jobs=1, progress=False)
+    assert CALLS == [{"a": 1}, {"a": 2}, {"a": 3}]     # a = 2, named by both grids, ran once
+    assert main["a_squared"].tolist() == [1, 1, 4, 4] and main["cell"].tolist() == [0, 1, 2, 3]
+    assert other["a_squared"].tolist() == [4, 9] and other["cell"].tolist() == [0, 1]
+    assert other["label"].tolist() == ["z", "x"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "first.parquet"), main)
+    # each table is the one run_sweep gives its grid alone (from the cache now)
+    pd.testing.assert_frame_equal(run_sweep(second, fixed_cell, tmp_path / "cache", code_modules=THIS, n_jobs=1,
+                                            progress=False, same_as=label_free), other)
+    assert len(CALLS) == 3
+
+
+def test_a_failed_cell_of_the_second_grid_is_named_with_its_own_parameters(tmp_path):
+    with pytest.raises(SweepError) as caught:
+        run_sweeps([(expand_grid({"a": [1]}), None, None), (expand_grid({"a": [2, 3]}), None, None)], failing_cell,
+                   tmp_path, code_modules=THIS, n_jobs=1, progress=False)
+    assert [params for params, _ in caught.value.failures] == [{"a": 2}]
+    assert "1 of 3 sweep cells failed" in str(caught.value)
 
 
 def test_changed_code_recomputes(tmp_path, monkeypatch):

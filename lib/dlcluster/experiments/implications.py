@@ -196,8 +196,7 @@ def _answer(implication, rows, base, arm, kind, replicates, what, metric="jct_me
         where = f" (run {i + 1})" if others else ""
         reasons += [(f"{name}{where}", s) for name, s in stabilities.items() if not s.stable]
     if reasons:
-        unstable = f"{UNSTABLE}: " + "; ".join(f"{name} queue grows {s.growth_text}" for name, s in reasons)
-        return Answer(implication, unstable, comparison, None, kind, replicates,
+        return Answer(implication, unstable_words(dict(reasons)), comparison, None, kind, replicates,
                       "no steady state, so a ratio over the run depends on how long it lasts ("
                       + "; ".join(f"'{name}': {s.reason}" for name, s in reasons) + ")" + (f"; {why}" if why else ""))
     if others and change.known:

@@ -181,23 +181,44 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     each keeps its own parameters in the table. Parameters that are lists or
     mappings appear in the table as JSON text.
     """
-    cells = [dict(c) for c in cells]
-    if not cells:
-        raise ValueError("run_sweep: no cells to run")
+    return run_sweeps([(cells, same_as, out)], fn, cache_dir, code_modules=code_modules, n_jobs=n_jobs,
+                      scheduler_address=scheduler_address, progress=progress)[0]
+
+
+def run_sweeps(parts: Sequence[tuple[Sequence[Mapping], Callable[[dict], dict] | None, str | Path | None]],
+               fn: Callable[[dict], pd.DataFrame | dict], cache_dir: str | Path | None = None, *,
+               code_modules: Iterable[str] | None = None, n_jobs: int | None = None,
+               scheduler_address: str | None = None, progress: bool = True) -> list[pd.DataFrame]:
+    """Several grids run as one sweep: each part ``(cells, same_as, out)`` as :func:`run_sweep` takes them; returns
+    each part's table.
+
+    Every part's simulations not yet cached go to one pool of workers, so that one grid's slowest cells run beside
+    the next grid's: grids swept one after the other leave all but one core idle while each grid's last cell
+    finishes (notebook 06's policy arms, the longest, come last in its main grid). A simulation two parts name is
+    run once.
+    """
     if n_jobs is not None and (int(n_jobs) != n_jobs or n_jobs < 1):
         raise ValueError(f"run_sweep: n_jobs must be a positive integer or None, got {n_jobs!r}")
     version = code_version(list(code_modules or [fn.__module__, __name__])) + environment_version()
-    duplicated = sorted(c for c, n in Counter(map(_canonical, cells)).items() if n > 1)
-    if duplicated:
-        raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
-    simulated = [dict(same_as(dict(c))) for c in cells] if same_as is not None else cells
-    keys = [cell_key(c, version) for c in simulated]
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    paths = [cache_dir / f"{k}.parquet" for k in keys]
-    first = sorted({k: i for i, k in reversed(list(enumerate(keys)))}.values())   # one cell per simulation
-    pending = [(i, simulated[i]) for i in first if not paths[i].exists()]
-    total = len(first)
+    prepared, todo = [], {}
+    for cells, same_as, out in parts:
+        cells = [dict(c) for c in cells]
+        if not cells:
+            raise ValueError("run_sweep: no cells to run")
+        duplicated = sorted(c for c, n in Counter(map(_canonical, cells)).items() if n > 1)
+        if duplicated:
+            raise ValueError(f"run_sweep: cells given more than once: {duplicated[:3]}")
+        simulated = [dict(same_as(dict(c))) for c in cells] if same_as is not None else cells
+        keys = [cell_key(c, version) for c in simulated]
+        paths = [cache_dir / f"{k}.parquet" for k in keys]
+        for i, key in enumerate(keys):   # one cell per simulation, the first that names it
+            todo.setdefault(key, (len(prepared), i, simulated[i], paths[i]))
+        prepared.append((cells, keys, paths, out))
+    order = list(todo.values())
+    pending = [(n, params) for n, (_, _, params, path) in enumerate(order) if not path.exists()]
+    total = len(order)
     workers = n_jobs or len(os.sched_getaffinity(0))
     bar = _progress(total, total - len(pending), progress)
     done, started = total - len(pending), time.monotonic()
@@ -205,11 +226,11 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
     failures = []
     runs = _run_dask(fn, pending, scheduler_address) if scheduler_address else _run_local(fn, pending, workers)
     try:
-        for i, (status, payload) in runs:
+        for n, (status, payload) in runs:
             if status == "ok":
-                _write_parquet(payload, paths[i])
+                _write_parquet(payload, order[n][3])
             else:
-                failures.append((i, payload))
+                failures.append((n, payload))
             if bar is not None:
                 bar.update(1)
             done += 1
@@ -221,11 +242,15 @@ def run_sweep(cells: Sequence[Mapping], fn: Callable[[dict], pd.DataFrame | dict
             bar.close()
     if failures:
         failures.sort()
-        raise SweepError([(cells[i], text) for i, text in failures], len(cells))
-    table = _assemble(cells, keys, paths)
-    if out is not None:
-        _write_parquet(table, Path(out))
-    return table
+        named = [(prepared[order[n][0]][0][order[n][1]], text) for n, text in failures]
+        raise SweepError(named, sum(len(p[0]) for p in prepared))
+    tables = []
+    for cells, keys, paths, out in prepared:
+        table = _assemble(cells, keys, paths)
+        if out is not None:
+            _write_parquet(table, Path(out))
+        tables.append(table)
+    return tables
 
 
 def _param_value(value):

@@ -70,18 +70,22 @@ def choose_victims(sim, job, candidates):
 
     Frees candidates tentatively until the job fits, then gives back those
     it does not need (most important first). Leaves the cluster unchanged.
+
+    ``candidates`` may be lazy and read the VCs' use (the reclaim takes a job only while its VC is above its quota):
+    it is read after each earlier candidate's GPUs were taken from its VC's use, as if freed one by one.
     """
     cluster, used = sim.cluster, sim.vc_used
     if sim.lending_state is not None:
         # what other VCs may lend is re-derived lazily, once per allocation change: derive it now, from the real
         # allocation, not from one with candidates tentatively freed below (it would be kept until the next change)
         sim.lending_state.room(job.vc)
-    over_cap = job.gpus_now - (sim.vc_cap[job.vc] - used[job.vc])
+    g, vc = job.gpus_now, job.vc
+    over_cap = g - (sim.vc_cap[vc] - used[vc])
     if over_cap > 0:
         # past its VC's maximum capacity only the VC's own jobs can make room: if all of them together cannot,
         # no set of victims can (the search below would free every candidate and find none)
         candidates = list(candidates)
-        if sum(v.gpus_now for v in candidates if v.vc == job.vc) < over_cap:
+        if sum(v.gpus_now for v in candidates if v.vc == vc) < over_cap:
             return None
 
     def fits():
@@ -95,16 +99,41 @@ def choose_victims(sim, job, candidates):
         cluster.allocate_masks(v.idx, v.alloc)
         used[v.vc] += v.gpus_now
 
-    released = []
+    # Until the job is admissible (enough free GPUs in its pool, within its VC's room) it cannot fit, and fits() would
+    # not ask the placement: count the GPUs a candidate frees and take it from its VC's use only, and free the
+    # counted candidates on the cluster once the job is admissible (the same frees, in the same order: most of a
+    # preemptive replay's time went to freeing and asking one candidate at a time)
+    pools = sim.pools
+    in_pool, pool = (None, None) if pools is None else (pools.server_pool, job.pool)
+    free = cluster.total_free if pools is None else pools.pool_states[pool].total_free
+    counted = []
+    candidates = iter(candidates)
+    admissible = False
     for v in candidates:
+        used[v.vc] -= v.gpus_now
+        counted.append(v)
+        free += sum(mask.bit_count() for s, mask in v.alloc if in_pool is None or in_pool[s] == pool)
+        if g <= free and g <= sim._room(vc):
+            admissible = True
+            break
+    for v in counted:
+        used[v.vc] += v.gpus_now
+    if not admissible:
+        return None
+    released = []
+    for v in counted:
         release(v)
         released.append(v)
-        if fits():
-            break
-    else:
-        for v in reversed(released):
-            restore(v)
-        return None
+    if not sim.choose(job) is not None:
+        for v in candidates:
+            release(v)
+            released.append(v)
+            if fits():
+                break
+        else:
+            for v in reversed(released):
+                restore(v)
+            return None
     # the last one released is needed: before it was, the job did not fit (and it did not fit before the first, or it
     # would not be preempting), so restoring it first only to find that again is skipped
     needed = [released[-1]]
