@@ -120,11 +120,10 @@ def choose_victims(sim, job, candidates):
         used[v.vc] += v.gpus_now
     if not admissible:
         return None
-    released = []
     for v in counted:
         release(v)
-        released.append(v)
-    if not sim.choose(job) is not None:
+    released = counted
+    if sim.choose(job) is None:
         for v in candidates:
             release(v)
             released.append(v)
