@@ -81,12 +81,22 @@ class WaitCauses:
         if (free, sim.allocation_changes) != self.classified_at:
             self.classified_at = (free, sim.allocation_changes)
             cap, used, seen = sim.vc_cap, sim.vc_used, self.avail_seen
-            # update's own test first, where it is this simple (one pool, no lending limit): most VCs'
-            # available GPUs did not change
-            quick = sim.pools is None and sim.lending_state is None
-            for v, by_gpus in enumerate(sim.groups):
-                if by_gpus and (not quick or (free if free < cap[v] - used[v] else cap[v] - used[v]) != seen[v]):
-                    self.update(v, free, now)
+            # update's own test first, with one pool: most VCs' available GPUs did not change
+            if sim.pools is not None:
+                for v, by_gpus in enumerate(sim.groups):
+                    if by_gpus:
+                        self.update(v, free, now)
+            elif sim.lending_state is None:
+                for v, by_gpus in enumerate(sim.groups):
+                    if by_gpus and (free if free < cap[v] - used[v] else cap[v] - used[v]) != seen[v]:
+                        self.update(v, free, now)
+            else:
+                room = sim._room
+                for v, by_gpus in enumerate(sim.groups):
+                    if by_gpus:
+                        r = room(v)
+                        if (free if free < r else r) != seen[v]:
+                            self.update(v, free, now)
             if holds is not None:   # a holder's own GPUs are free to it: its cause is re-derived each time
                 touched.extend(sim.jobs[i] for i in holds.held)
         for job in touched:

@@ -34,6 +34,7 @@ class ClusterState:
             self.by_free[c][s] = None
             self.by_cap_free[c][c][s] = None
         self.used_mask = [0] * len(self.cap)
+        self.changed_servers = None   # a set to collect the servers whose jobs change (a placement's cache), or None
         self.jobs_on = [dict() for _ in self.cap]   # server -> {job index: GPU mask}
         self.idle_servers = len(self.cap)
         self.idle_gpus = self.total_gpus             # free GPUs on servers with no job
@@ -91,18 +92,24 @@ class ClusterState:
 
     def allocate_masks(self, job: int, alloc) -> None:
         """Give ``job`` exactly these GPUs (used to undo a tentative release)."""
+        changed = self.changed_servers
         for s, mask in alloc:
             if self.used_mask[s] & mask or mask >> self.cap[s]:
                 raise RuntimeError(f"GPUs {mask:b} of server {s} are taken or do not exist")
             self.used_mask[s] |= mask
             self.jobs_on[s][job] = mask
             self._set_free(s, self.free[s] - mask.bit_count())
+            if changed is not None:
+                changed.add(s)
 
     def release(self, job: int, alloc) -> None:
+        changed = self.changed_servers
         for s, mask in alloc:
             self.used_mask[s] &= ~mask
             del self.jobs_on[s][job]
             self._set_free(s, self.free[s] + mask.bit_count())
+            if changed is not None:
+                changed.add(s)
 
     @property
     def allocated(self) -> int:

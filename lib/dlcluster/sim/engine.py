@@ -438,6 +438,8 @@ class Simulator:
         if self.spread is not None and level > job.min_level:
             self.spread.add(job)
         self.vc_used[job.vc] += job.gpus_now
+        if self.lending_state is not None:
+            self.lending_state.changed(job.vc)
         if self.users is not None:
             self.users.change(job, job.gpus_now)
         job.speed = 1.0 if self._ideal else self._speed_of(job)
@@ -458,6 +460,8 @@ class Simulator:
         if self.spread is not None:
             self.spread.released(job)
         self.vc_used[job.vc] -= job.gpus_now
+        if self.lending_state is not None:
+            self.lending_state.changed(job.vc)
         if self.users is not None:
             self.users.change(job, -job.gpus_now)
         job.end_token += 1
@@ -616,9 +620,15 @@ class Simulator:
         # of it (every gang tried later ranks lower): free GPUs then only go (with backfill, a gang that cannot start
         # blocks nothing)
         prune = self.prunes_after_preemption and not capped and not head_of_line and self.gang_holds is None
+        # the hot loop's lookups, bound once (a pass tries every group's head)
+        heappop, heappush, lending, users = heapq.heappop, heapq.heappush, self.lending, self.users
+        try_start = self._try_start if users is not None or self.gang_holds is not None else \
+            lambda job, state, now, try_place=self._try_place: try_place(job, state, now, True)
+        total = placeable == "total_free"
         for phase in (0, 1):
             while heads:
-                if getattr(cluster, placeable) == 0 and (capped or state.nobody_preemptible):   # _stop_placing
+                if (cluster.total_free if total else getattr(cluster, placeable)) == 0 and \
+                        (capped or state.nobody_preemptible):   # _stop_placing
                     return
                 if prune and state.nobody_preemptible:
                     prune, room = False, getattr(cluster, placeable)
@@ -627,12 +637,13 @@ class Simulator:
                     borrowers = [head for head in borrowers if head[2] <= room]
                     if not heads:
                         break
-                _, vc, g, level = heapq.heappop(heads)
-                group = groups[vc].get(g, {}).get(level)
+                _, vc, g, level = heappop(heads)
+                by_level = groups[vc].get(g)
+                group = by_level.get(level) if by_level else None
                 if not group or vc in blocked:
                     continue
                 if phase == 0 and g > quota[vc] - used[vc] + held[vc]:
-                    if self.lending:
+                    if lending:
                         if g <= cap[vc] - used[vc] + held[vc] or not capped:
                             borrowers.append((group[0][0], vc, g, level))
                     elif head_of_line:
@@ -640,12 +651,12 @@ class Simulator:
                     continue
                 if capped and g > cap[vc] - used[vc] + held[vc]:   # a borrower whose VC reached its cap in this pass
                     continue
-                job = group[0][1] if self.users is None else self.users.first_admissible(group)
+                job = group[0][1] if users is None else users.first_admissible(group)
                 if job is None:
                     continue
-                if self._try_start(job, state, now):
+                if try_start(job, state, now):
                     if group:
-                        heapq.heappush(heads, (group[0][0], vc, g, level))
+                        heappush(heads, (group[0][0], vc, g, level))
                 elif head_of_line:
                     blocked.add(vc)
             heads = borrowers
@@ -716,9 +727,18 @@ class Simulator:
         return self.pools.choose(self.placement, job)
 
     def _room(self, vc: int) -> int:
-        """GPUs ``vc`` may still take: within its maximum capacity (and the lending limit)."""
-        room = self.vc_cap[vc] - self.vc_used[vc]
-        return room if self.lending_state is None else min(room, self.lending_state.room(vc))
+        """GPUs ``vc`` may still take: within its maximum capacity (and the lending limit: LendingState.room)."""
+        used = self.vc_used[vc]
+        room = self.vc_cap[vc] - used
+        lending = self.lending_state
+        if lending is None:
+            return room
+        if lending._at != self.allocation_changes:
+            lending._refresh()
+        own = self.quota[vc] - used
+        borrowable = lending._pool - lending._lendable[vc]
+        limit = (own if own > 0 else 0) + (borrowable if borrowable > 0 else 0)
+        return room if room < limit else limit
 
     def _available(self, vc: int, pool: int | None = None) -> int:
         """GPUs a job of ``vc`` (in ``pool``) may take now: free ones, within its VC's room (:meth:`_room`)."""

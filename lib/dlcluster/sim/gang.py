@@ -76,6 +76,8 @@ class GangHolds:
         self.by_vc[job.vc] += gpus
         self.sim.vc_used[job.vc] += gpus
         self.sim.allocation_changes += 1
+        if self.sim.lending_state is not None:
+            self.sim.lending_state.changed(job.vc)
 
     def lift(self, job, now: float):
         """Give back the job's GPUs (for its own placement, or for good); returns them, or None if it held none."""
@@ -88,6 +90,8 @@ class GangHolds:
         self.by_vc[job.vc] -= gpus
         self.sim.vc_used[job.vc] -= gpus
         self.sim.allocation_changes += 1
+        if self.sim.lending_state is not None:
+            self.sim.lending_state.changed(job.vc)
         return alloc
 
     def restore(self, job, alloc, now: float) -> None:

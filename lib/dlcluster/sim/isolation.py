@@ -98,6 +98,7 @@ class IsolatePlacement:
     def __init__(self, gangs):
         self.gangs = frozenset(int(i) for i in np.flatnonzero(np.asarray(gangs, dtype=bool)))
         self._rooms_at, self._rooms = None, None
+        self._cluster, self._no_gang = None, None
 
     def __repr__(self) -> str:
         return f"IsolatePlacement({len(self.gangs)} gangs)"
@@ -105,6 +106,20 @@ class IsolatePlacement:
     def holds_gang(self, cluster: ClusterState, server: int) -> bool:
         """Whether a gang holds GPUs of ``server`` (a running one, or a waiting one's held GPUs)."""
         return not self.gangs.isdisjoint(cluster.jobs_on[server])
+
+    def no_gang(self, cluster: ClusterState) -> list[bool]:
+        """Per server, whether no gang holds it (:meth:`holds_gang`), re-read only for the servers whose jobs changed
+        since (``cluster.changed_servers``): a saturated cluster asks for every server in every pass."""
+        if self._cluster is not cluster:
+            self._cluster = cluster
+            cluster.changed_servers = set()
+            self._no_gang = [self.gangs.isdisjoint(on) for on in cluster.jobs_on]
+        elif cluster.changed_servers:
+            gangs, jobs_on, no_gang = self.gangs, cluster.jobs_on, self._no_gang
+            for s in cluster.changed_servers:
+                no_gang[s] = gangs.isdisjoint(jobs_on[s])
+            cluster.changed_servers.clear()
+        return self._no_gang
 
     def rooms(self, sim) -> tuple[list[tuple[int, int, int]], list[int]]:
         """``([(size, GPUs to move, server), ...] ascending, servers no gang holds)``: the servers
@@ -115,8 +130,8 @@ class IsolatePlacement:
         at = (sim.cluster, sim.allocation_changes)
         if self._rooms_at is None or self._rooms_at[0] is not at[0] or self._rooms_at[1] != at[1]:
             cluster, running = sim.cluster, sim.running
-            cap, free, jobs_on, gangs = cluster.cap, cluster.free, cluster.jobs_on, self.gangs
-            shared = [s for s in range(len(cap)) if gangs.isdisjoint(jobs_on[s])]
+            cap, free, jobs_on = cluster.cap, cluster.free, cluster.jobs_on
+            shared = [s for s, no_gang in enumerate(self.no_gang(cluster)) if no_gang]
             shared_free = sum(free[s] for s in shared)
             rooms = sorted((cap[s], cap[s] - free[s], s) for s in shared
                            if 0 < cap[s] - free[s] <= shared_free - free[s] and all(o in running for o in jobs_on[s]))
@@ -128,10 +143,10 @@ class IsolatePlacement:
             return idle_servers_choice(cluster, num_gpus, min_level, max_level)
         if cluster.total_free == 0:
             return None
-        gangs, jobs_on, by_free = self.gangs, cluster.jobs_on, cluster.by_free
+        no_gang, by_free = self.no_gang(cluster), cluster.by_free
         # best fit: the fewest free GPUs, the lowest index on a tie, among the servers no gang holds
         for k in range(1, cluster.max_cap + 1):
-            server = min((s for s in by_free[k] if gangs.isdisjoint(jobs_on[s])), default=None)
+            server = min((s for s in by_free[k] if no_gang[s]), default=None)
             if server is not None:
                 return [(server, 1)], min_level
         return None

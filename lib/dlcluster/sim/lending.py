@@ -49,7 +49,12 @@ class LendingLimit:
 
 
 class LendingState:
-    """What borrowers may still take under a :class:`LendingLimit`, re-derived once per allocation change."""
+    """What borrowers may still take under a :class:`LendingLimit`: derived from the VCs' use, kept up to date as it
+    changes (:meth:`changed`: one VC's share of the sums, not every VC's), and re-derived in full where a change
+    was not reported (``_at``: the allocation change it is current for).
+
+    Tentative changes of the VCs' use (a preemption search, :mod:`.preemption`) do not count: what other VCs may
+    lend stays that of the real allocation, while the job's own idle quota is read as it stands."""
 
     def __init__(self, sim, limit: LendingLimit, quotas: dict):
         self.sim, self.limit = sim, limit
@@ -60,21 +65,37 @@ class LendingState:
         self.unassigned += sum(limit.lendable(int(q), 0) for vc, q in quotas.items() if vc not in with_jobs)
         self._at = None
         self._lendable = []
+        self._lent = []
         self._pool = 0
 
     def _refresh(self) -> None:
-        """Each VC's lendable GPUs (:meth:`LendingLimit.lendable`, inlined: this runs at every allocation change)
-        and the pool borrowers may still take."""
+        """Each VC's lendable GPUs (:meth:`LendingLimit.lendable`, inlined), what it borrows, and the pool
+        borrowers may still take, from every VC's use."""
         sim = self.sim
         self._at = sim.allocation_changes
         share = self.limit.share
         pairs = list(zip(sim.quota, sim.vc_used, strict=True))
         self._lendable = [int(share * (q - u)) if q > u else 0 for q, u in pairs]
-        lent = sum(u - q for q, u in pairs if u > q)
-        self._pool = self.unassigned + sum(self._lendable) - lent
+        self._lent = [u - q if u > q else 0 for q, u in pairs]
+        self._pool = self.unassigned + sum(self._lendable) - sum(self._lent)
+
+    def changed(self, vc: int) -> None:
+        """``vc``'s use changed, with the allocation change just counted: update its share of the sums (the
+        same integers :meth:`_refresh` would derive), or derive all if the state was not current before."""
+        sim = self.sim
+        if self._at != sim.allocation_changes - 1:
+            self._refresh()
+            return
+        self._at = sim.allocation_changes
+        q, u = sim.quota[vc], sim.vc_used[vc]
+        lendable = int(self.limit.share * (q - u)) if q > u else 0
+        lent = u - q if u > q else 0
+        self._pool += lendable - self._lendable[vc] - lent + self._lent[vc]
+        self._lendable[vc], self._lent[vc] = lendable, lent
 
     def room(self, vc: int) -> int:
-        """GPUs a job of ``vc`` may take under the limit: its VC's idle quota plus what others may still lend."""
+        """GPUs a job of ``vc`` may take under the limit: its VC's idle quota plus what others may still lend
+        (inlined in :meth:`.engine.Simulator._room`)."""
         sim = self.sim
         if self._at != sim.allocation_changes:
             self._refresh()

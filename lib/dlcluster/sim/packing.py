@@ -52,6 +52,11 @@ class PackingPlacement:
     def __hash__(self) -> int:
         return hash(repr(self))
 
+    def decided_by_counts(self, state: ClusterState, num_gpus: int) -> bool:
+        """As :meth:`.LocalityPlacement.decided_by_counts`: true except for a gang under the whole-servers rule (a
+        1-GPU job steered to small servers still needs one server with a free GPU)."""
+        return not (self.whole_servers_for_gangs and num_gpus > state.max_cap)
+
     def choose(self, cluster: ClusterState, num_gpus: int, min_level: int, max_level: int):
         if num_gpus > cluster.total_free:
             return None

@@ -70,6 +70,12 @@ class LocalityPlacement:
     def __repr__(self) -> str:
         return f"LocalityPlacement({self.strategy!r})"
 
+    def decided_by_counts(self, state: ClusterState, num_gpus: int) -> bool:
+        """Whether :meth:`choose` finds a place exactly when, at a level it may use, one server (level 0), one rack
+        (1) or the whole ``state`` (2) has ``num_gpus`` free GPUs: so a preemption search can count instead of
+        asking (:func:`~.preemption.choose_victims`). True of best fit and most free, not of the whole-servers rule."""
+        return not self.whole_servers
+
     def choose(self, cluster: ClusterState, num_gpus: int, min_level: int, max_level: int):
         if num_gpus > cluster.total_free:
             return None
