@@ -249,6 +249,41 @@ def test_two_notebooks_run_side_by_side_and_a_failure_stops_only_what_has_not_st
     assert not (tmp_path / "out" / "03-c").exists() and not (tmp_path / "out" / "index.html").exists()
 
 
+HOLD_LOCK = ("import json, pathlib, time\nfrom dlcluster.atomic import exclusive_lock\n"
+             "p = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
+             "start = time.time()\nwith exclusive_lock(p.parent / 'shared.lock'):\n    time.sleep(sleep_s)\n"
+             "(p / 'times.json').write_text(json.dumps([start, time.time()]))")
+WAIT_FOR_LOCK = ("import json, pathlib, time\nfrom dlcluster.atomic import exclusive_lock\n"
+                 "from dlcluster.report.progress import emit\n"
+                 "p = pathlib.Path(output_dir); p.mkdir(parents=True, exist_ok=True)\n"
+                 "start = time.time(); time.sleep(1)\n"
+                 "with exclusive_lock(p.parent / 'shared.lock', on_wait=lambda waits: emit(\n"
+                 "        {'event': 'waiting', 'for': 'the shared result', 'waiting': waits})):\n    pass\n"
+                 "(p / 'times.json').write_text(json.dumps([start, time.time()]))")
+
+
+@pytest.mark.notebook
+def test_a_notebook_waiting_for_a_result_another_computes_lends_its_slot_to_the_next(tmp_path):
+    """As notebooks 05 and 06 wait for the calibration that 01 runs: with one slot each, the next notebook starts
+    while the waiting one waits, not after it."""
+    (tmp_path / "nbs").mkdir()
+    _notebook(tmp_path / "nbs" / "01-computes.ipynb", [HOLD_LOCK, WRITE_RESULTS])
+    _notebook(tmp_path / "nbs" / "02-waits.ipynb", [WAIT_FOR_LOCK, WRITE_RESULTS])
+    _notebook(tmp_path / "nbs" / "03-next.ipynb", [STAMP_TIMES, WRITE_RESULTS])
+    params = _params(tmp_path, "sleep_s: 0\nnotebooks:\n  01-computes:\n    sleep_s: 12\n")
+    text = _reports(tmp_path, "--params", params, "--jobs", "2").communicate(timeout=180)[0]
+    assert "wrote" in text, text
+    assert "[2/3] 02-waits: waiting for the shared result, which another notebook computes" in text, text
+    assert "[2/3] 02-waits: the shared result is ready" in text, text
+    (a0, a1), (b0, b1), (c0, c1) = [json.loads((tmp_path / "out" / n / "times.json").read_text())
+                                    for n in ("01-computes", "02-waits", "03-next")]
+    assert b1 >= a1   # it did wait for the lock
+    assert c0 < a1 and c0 < b1, (a0, a1, b0, b1, c0, c1)   # 03 did not wait for a slot to end
+    # where a lock is free, nobody says it waits
+    assert "waiting for" not in _reports(tmp_path, "--params", _params(tmp_path, "sleep_s: 0\n"), "--force",
+                                         "--jobs", "2").communicate(timeout=180)[0]
+
+
 def test_a_notebook_thread_closes_the_event_loop_its_client_left():
     import asyncio
     import threading

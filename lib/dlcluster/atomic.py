@@ -7,6 +7,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def umask_mode() -> int:
@@ -48,12 +49,13 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: str | Path):
+def exclusive_lock(path: str | Path, on_wait: Callable[[bool], None] | None = None):
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block; a second process waits.
 
     For a cached result two processes may ask for at once (two notebooks, two test workers): the second waits,
     then finds the first one's result instead of computing it beside it. An advisory POSIX lock (``fcntl``),
-    released when the process ends; where ``fcntl`` is missing, no lock.
+    released when the process ends; where ``fcntl`` is missing, no lock. ``on_wait``: called with True when the
+    lock is held by another process (this one is about to wait), and with False once it has the lock after waiting.
     """
     try:
         import fcntl
@@ -63,7 +65,14 @@ def exclusive_lock(path: str | Path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait(True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if on_wait is not None:
+                on_wait(False)
         try:
             yield
         finally:

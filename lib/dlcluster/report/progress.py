@@ -82,10 +82,13 @@ class SweepThrottle:
 
 
 class ProgressTail:
-    """A thread that follows a progress file and hands each shown event's line to ``show``."""
+    """A thread that follows a progress file and hands each shown event's line to ``show``; ``on_wait`` gets each
+    ``waiting`` event (``{"event": "waiting", "for": what, "waiting": bool}``: the kernel waits for a result another
+    process computes, or has it now)."""
 
-    def __init__(self, path: Path, show: Callable[[str], None], poll_s: float = 0.5):
-        self.path, self.show, self.poll_s = Path(path), show, poll_s
+    def __init__(self, path: Path, show: Callable[[str], None], poll_s: float = 0.5,
+                 on_wait: Callable[[bool, str], None] | None = None):
+        self.path, self.show, self.poll_s, self.on_wait = Path(path), show, poll_s, on_wait
         self.throttle = SweepThrottle()
         self._stop = threading.Event()
         self._offset = 0
@@ -121,3 +124,5 @@ class ProgressTail:
                 continue  # not ours to judge: progress is informative only
             if event.get("event") == "sweep" and self.throttle(event):
                 self.show(sweep_line(event))
+            elif event.get("event") == "waiting" and self.on_wait is not None:
+                self.on_wait(bool(event.get("waiting")), str(event.get("for", "another process")))

@@ -22,7 +22,10 @@ leaves ``<stem>.FAILED.ipynb`` and exits non-zero, naming notebook and cell.
 * **Two at a time**: the notebooks are independent (those that share the
   calibration wait for one search, :func:`dlcluster.validation.calibration.calibrated_params`),
   so up to ``jobs`` run side by side, each in its own kernel: one notebook's
-  single-core cells use the core the other leaves idle. After a failure no
+  single-core cells use the core the other leaves idle. A notebook that waits
+  for the calibration another one computes says so (a ``waiting`` progress
+  event) and does not count meanwhile: the next notebook starts, and starts
+  computing as soon as the calibration is there. After a failure no
   new notebook starts; those running finish.
 """
 
@@ -376,6 +379,7 @@ class _Run:
         # interrupts can take the thread for finished while it still runs (CPython before 3.13)
         self.finished = threading.Event()
         self.error: BaseException | None = None
+        self.waiting = False   # its kernel waits for a result another notebook computes (a progress event says so)
 
     def elapsed(self) -> str:
         return format_duration(time.monotonic() - self.started)
@@ -442,10 +446,15 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
             run.where = f"at cell {cell}/{total}"
             echo_line(f"{run.prefix}: cell {cell}/{total} ... ({run.elapsed()})")
 
+        def on_wait(waits: bool, what: str) -> None:
+            run.waiting = waits
+            echo_line(f"{run.prefix}: waiting for {what}, which another notebook computes (its core goes to the next "
+                      "notebook meanwhile)" if waits else f"{run.prefix}: {what} is ready ({run.elapsed()})")
+
         progress_file = out_dir / f".{run.nb.stem}.progress.jsonl"
         progress_file.unlink(missing_ok=True)
         try:
-            with ProgressTail(progress_file, lambda line: echo_line(f"{run.prefix}: {line}")):
+            with ProgressTail(progress_file, lambda line: echo_line(f"{run.prefix}: {line}"), on_wait=on_wait):
                 execute_notebook(run.nb, out_dir, params, html=html, on_cell=on_cell, verbose=verbose,
                                  progress_file=progress_file, fingerprint=run.fingerprint, kernels=run.kernels,
                                  stop=stop)
@@ -463,7 +472,8 @@ def run_reports(params_path: str | Path, out_dir: str | Path | None = None, only
     finished: list[_Run] = []
     try:
         while queue or running:
-            while queue and len(running) < jobs and not any(r.error for r in finished):
+            # a notebook that waits for another's result (the calibration) does not count against ``jobs``
+            while queue and sum(not r.waiting for r in running) < jobs and not any(r.error for r in finished):
                 run = queue.pop(0)
                 run.started = time.monotonic()
                 echo_line(f"{run.prefix}: running")

@@ -19,7 +19,8 @@ rescheduled (stale events carry an old token and are skipped).
 
 Cost: the heap holds only running jobs' and timers' events; waiting jobs are kept in groups of equal VC, gang size and
 locality level (and GPU-type pool, with ``gpu_pools``: :mod:`.pools`), each sorted by the policy's key (keys do not
-change while a job waits), and a pass walks group heads in key order, dropping a group at its first failure; a pass
+change while a job waits), and a pass (:mod:`.scheduling`) walks group heads in key order, dropping a group at its
+first failure and leaving out the tries that could only fail; a pass
 stops when the placement can give no more GPUs (the free ones, or fewer: a placement's ``capacity``), and a
 preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it; causes are
 re-derived only for jobs whose answer can have changed (:mod:`.causes`). Consolidation looks only at the spread jobs
@@ -49,6 +50,7 @@ from .pools import PooledCluster
 from .preemption import PassState, preempt_for
 from .results import SimResult
 from .sampler import Sampler, pending_bucket, progress_bar
+from .scheduling import place_all, place_jobs
 from .sharing import Reclaim, arm_reclaim, reclaim_check, vc_caps
 from .slowdown import default_slowdown_model, no_slowdown, real_speeds
 from .topology import Topology
@@ -85,8 +87,11 @@ class Simulator:
     """
 
     #: A preemptive pass drops the gangs larger than the free GPUs once no job may preempt for the rest of it
-    #: (:meth:`_place_all`); False tries them all, the plain rule the tests hold it equal to.
+    #: (:func:`.scheduling.place_all`); False tries them all, the plain rule the tests hold it equal to.
     prunes_after_preemption = True
+    #: A pass that cannot preempt leaves out the tries that could only fail (:func:`.scheduling.place_all`); False
+    #: makes each of them, the plain rule the tests hold it equal to.
+    skips_failing_tries = True
 
     def __init__(self, workload: Workload, topology: Topology, policy="philly", *, quotas: dict | None = None,
                  lending: bool = True, max_capacity: dict | None = None, reclaim: Reclaim | None = None,
@@ -565,9 +570,9 @@ class Simulator:
         self._capacity_freed = self._priorities_changed = False
         if self.waiting:
             if full or not self.policy.backfill:
-                self._place_all(now)
+                place_all(self, now)
             else:
-                self._place_jobs(touched, now)
+                place_jobs(self, touched, now)
         if self.migration is not None and full and self.migration.consolidate:
             self.migration.improve_locality(self, now)
         # Preemption may free more GPUs than the preemptor takes: let waiting jobs have them. Each preemption
@@ -576,7 +581,7 @@ class Simulator:
         rounds = 0
         while self._capacity_freed and self.waiting:
             self._capacity_freed = False
-            self._place_all(now)
+            place_all(self, now)
             rounds += 1
             if rounds > 10 * len(self.jobs):
                 raise RuntimeError(f"scheduling at t={now} does not settle (policy {self.policy!r})")
@@ -585,109 +590,6 @@ class Simulator:
         self.causes.classify(touched, now)
         if self.reclaim is not None:
             arm_reclaim(self, now)
-
-    def _stop_placing(self, state: PassState) -> bool:
-        return self.cluster.total_free == 0 and (not self.policy.preemptive or state.nobody_preemptible)
-
-    def _place_all(self, now: float) -> None:
-        """Try every waiting job in policy order: jobs within their VC quota, then borrowers.
-
-        Works on group heads: once a group's head cannot start, neither can the
-        rest of the group in this pass (the cluster only fills up), so the
-        group is dropped. Cost grows with jobs started and groups, not queue length.
-        Without backfill, a VC's first job that cannot start drops the whole VC.
-        """
-        cluster = self.cluster
-        # a VC at its maximum capacity cannot take more GPUs, unless by preempting its own jobs
-        capped = not self.policy.preemptive
-        placeable = self._placeable
-        if capped and getattr(cluster, placeable) == 0:   # a full cluster: the pass would stop before its first job
-            return
-        quota, cap, used, groups, held = self.quota, self.vc_cap, self.vc_used, self.groups, self._held_by_vc
-        state = PassState()
-        head_of_line = not self.policy.backfill
-        blocked = set()
-        # with backfill and no preemption a gang larger than the free GPUs (and the GPUs waiting gangs hold for
-        # themselves) cannot start in this pass, whatever runs before it: its group is left out (most passes free a
-        # few GPUs for a long queue)
-        room = getattr(cluster, placeable) + max(held) if capped and not head_of_line else cluster.total_gpus
-        heads = [(group[0][0], vc, g, level) for vc, by_gpus in enumerate(groups) if by_gpus
-                 for g, by_level in by_gpus.items() if g <= room
-                 for level, group in by_level.items() if group[0][1].level >= 0]   # a held job waits for its timer
-        heapq.heapify(heads)
-        borrowers = []
-        # a preemptive pass leaves out the gangs larger than the free GPUs too, once no job may preempt for the rest
-        # of it (every gang tried later ranks lower): free GPUs then only go (with backfill, a gang that cannot start
-        # blocks nothing)
-        prune = self.prunes_after_preemption and not capped and not head_of_line and self.gang_holds is None
-        # the hot loop's lookups, bound once (a pass tries every group's head)
-        heappop, heappush, lending, users = heapq.heappop, heapq.heappush, self.lending, self.users
-        try_start = self._try_start if users is not None or self.gang_holds is not None else \
-            lambda job, state, now, try_place=self._try_place: try_place(job, state, now, True)
-        total = placeable == "total_free"
-        for phase in (0, 1):
-            while heads:
-                if (cluster.total_free if total else getattr(cluster, placeable)) == 0 and \
-                        (capped or state.nobody_preemptible):   # _stop_placing
-                    return
-                if prune and state.nobody_preemptible:
-                    prune, room = False, getattr(cluster, placeable)
-                    heads = [head for head in heads if head[2] <= room]
-                    heapq.heapify(heads)
-                    borrowers = [head for head in borrowers if head[2] <= room]
-                    if not heads:
-                        break
-                _, vc, g, level = heappop(heads)
-                by_level = groups[vc].get(g)
-                group = by_level.get(level) if by_level else None
-                if not group or vc in blocked:
-                    continue
-                if phase == 0 and g > quota[vc] - used[vc] + held[vc]:
-                    if lending:
-                        if g <= cap[vc] - used[vc] + held[vc] or not capped:
-                            borrowers.append((group[0][0], vc, g, level))
-                    elif head_of_line:
-                        blocked.add(vc)
-                    continue
-                if capped and g > cap[vc] - used[vc] + held[vc]:   # a borrower whose VC reached its cap in this pass
-                    continue
-                job = group[0][1] if users is None else users.first_admissible(group)
-                if job is None:
-                    continue
-                if try_start(job, state, now):
-                    if group:
-                        heappush(heads, (group[0][0], vc, g, level))
-                elif head_of_line:
-                    blocked.add(vc)
-            heads = borrowers
-            heapq.heapify(heads)
-
-    def _place_jobs(self, jobs, now: float) -> None:
-        """Try just these jobs (new or relaxed; nothing was freed since the others last failed)."""
-        if self.cluster.total_free == 0 and not self.policy.preemptive:   # as _stop_placing before the first job
-            return
-        quota, cap, used = self.quota, self.vc_cap, self.vc_used
-        state = PassState()
-        borrowers = []
-        if len(jobs) == 1:   # most passes try one new job
-            ordered = [(jobs[0].key, jobs[0])] if jobs[0].state is _WAITING and jobs[0].level >= 0 else ()
-        else:   # a job may be listed twice (enqueued, then held or relaxed at the same instant)
-            ordered = sorted({j.idx: (j.key, j) for j in jobs if j.state is _WAITING and j.level >= 0}.values())
-        for _, job in ordered:
-            if self._stop_placing(state):
-                return
-            if job.state is not _WAITING:
-                continue
-            if job.gpus_now > quota[job.vc] - used[job.vc]:
-                if self.lending:
-                    borrowers.append(job)
-                continue
-            self._try_start(job, state, now)
-        for job in borrowers:
-            if self._stop_placing(state):
-                return
-            if job.state is _WAITING and (self.policy.preemptive or job.gpus_now <= cap[job.vc] - used[job.vc]):
-                self._try_start(job, state, now)
 
     def _try_start(self, job: Job, state: PassState, now: float) -> bool:
         if self.users is not None and not self.users.admits(job):

@@ -213,6 +213,7 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     """
     from ..atomic import exclusive_lock
     from ..paths import cache_dir as default_cache_dir
+    from ..report.progress import emit as emit_progress
 
     space = check_space(DEFAULT_SPACE if space is None else space)
     settings = {"trace": str(trace), "fit_days": fit_days, "seed": int(seed), "n_trials": int(n_trials),
@@ -224,7 +225,9 @@ def calibrated_params(trace: str = "public", fit_days: float = 35, seed: int = 0
     if not path.exists():
         # one search per key at a time: a second process (another notebook, another test worker) waits for the
         # first one's result instead of running trials into the same study beside it
-        with exclusive_lock(folder / f"calibration-{key}.lock"):
+        # (a notebook that waits says so: `dlcluster reports` lends its core to the next notebook meanwhile)
+        with exclusive_lock(folder / f"calibration-{key}.lock", on_wait=lambda waits: emit_progress(
+                {"event": "waiting", "for": "the calibration", "waiting": waits})):
             if not path.exists():
                 _calibrate(settings, key, path)
     stored = json.loads(path.read_text())
